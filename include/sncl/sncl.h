@@ -1,0 +1,127 @@
+/* sncl: topology-aware collective communication library. Public C API.
+ * Shapes follow NCCL's host API with the `sncl` prefix. */
+#ifndef SNCL_SNCL_H_
+#define SNCL_SNCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SNCL_MAJOR 0
+#define SNCL_MINOR 1
+#define SNCL_PATCH 0
+#define SNCL_VERSION_CODE (SNCL_MAJOR * 10000 + SNCL_MINOR * 100 + SNCL_PATCH)
+
+typedef enum {
+  snclSuccess = 0,
+  snclSystemError = 1,     /* an OS call failed (shm, socket, thread) */
+  snclInternalError = 2,   /* a bug in sncl */
+  snclInvalidArgument = 3, /* bad pointer, count, dtype, op, rank, unique id */
+  snclInvalidUsage = 4,    /* a call that is not allowed now (after abort, wrong order) */
+  snclRemoteError = 5,     /* a peer failed or disagrees */
+  snclInProgress = 6,      /* asynchronous work is not finished yet */
+  snclTimeout = 7,         /* a deadline passed */
+  snclNumResults = 8
+} snclResult_t;
+
+typedef enum {
+  snclInt8 = 0, snclChar = 0,
+  snclUint8 = 1,
+  snclInt32 = 2, snclInt = 2,
+  snclUint32 = 3,
+  snclInt64 = 4,
+  snclUint64 = 5,
+  snclFloat16 = 6, snclHalf = 6,
+  snclFloat32 = 7, snclFloat = 7,
+  snclFloat64 = 8, snclDouble = 8,
+  snclBfloat16 = 9,
+  snclFloat8e4m3 = 10,
+  snclFloat8e5m2 = 11,
+  snclNumTypes = 12
+} snclDataType_t;
+
+typedef enum {
+  snclSum = 0,
+  snclProd = 1,
+  snclMax = 2,
+  snclMin = 3,
+  snclAvg = 4,
+  snclNumOps = 5,
+  snclMaxRedOp = 0x7fffffff
+} snclRedOp_t;
+
+#define SNCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[SNCL_UNIQUE_ID_BYTES];
+} snclUniqueId;
+
+typedef struct snclComm* snclComm_t;
+typedef struct snclStream* snclStream_t;
+
+#define SNCL_CONFIG_UNDEF_INT INT32_MIN
+#define SNCL_SPLIT_NOCOLOR (-1)
+
+typedef struct {
+  size_t size;          /* sizeof(snclConfig_t), filled by SNCL_CONFIG_INITIALIZER */
+  unsigned int magic;   /* guards against uninitialized configs */
+  unsigned int version; /* SNCL_VERSION_CODE the caller compiled against */
+  int blocking;         /* 1 (default): init blocks until ready; 0: returns snclInProgress */
+  int timeoutMs;        /* deadline for every blocking wait; <= 0 or UNDEF: SNCL_TIMEOUT_MS or 60000 */
+  const char* commName; /* shown in logs */
+  int splitShare;       /* snclCommSplit: reserved, accepted for NCCL compatibility */
+} snclConfig_t;
+
+#define SNCL_CONFIG_INITIALIZER                                                  \
+  {                                                                              \
+    sizeof(snclConfig_t), 0x5c1c0f16u, SNCL_VERSION_CODE, SNCL_CONFIG_UNDEF_INT, \
+        SNCL_CONFIG_UNDEF_INT, NULL, SNCL_CONFIG_UNDEF_INT                       \
+  }
+
+/* Version as SNCL_VERSION_CODE. */
+snclResult_t snclGetVersion(int* version);
+
+/* Creates the rendezvous root in this process: call once, share the id with every rank. */
+snclResult_t snclGetUniqueId(snclUniqueId* uniqueId);
+
+snclResult_t snclCommInitRank(snclComm_t* comm, int nranks, snclUniqueId commId, int rank);
+snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclUniqueId commId, int rank,
+                                    snclConfig_t* config);
+/* ndev ranks as threads of this process; devlist is ignored (may be NULL): sncl runs on CPUs. */
+snclResult_t snclCommInitAll(snclComm_t* comms, int ndev, const int* devlist);
+
+/* Finishes outstanding work; the comm must still be destroyed. */
+snclResult_t snclCommFinalize(snclComm_t comm);
+snclResult_t snclCommDestroy(snclComm_t comm);
+/* Stops outstanding work without waiting for peers, then frees the comm. Never hangs. */
+snclResult_t snclCommAbort(snclComm_t comm);
+
+snclResult_t snclCommCount(const snclComm_t comm, int* count);
+snclResult_t snclCommUserRank(const snclComm_t comm, int* rank);
+/* The first error from asynchronous work (snclInProgress while init is pending). */
+snclResult_t snclCommGetAsyncError(snclComm_t comm, snclResult_t* asyncError);
+
+const char* snclGetErrorString(snclResult_t result);
+/* The message of the last failed call on this thread (comm may be NULL). */
+const char* snclGetLastError(snclComm_t comm);
+
+/* Streams: ordered asynchronous queues served by a progress thread. A NULL stream means
+ * the call completes before it returns. */
+snclResult_t snclStreamCreate(snclStream_t* stream);
+snclResult_t snclStreamDestroy(snclStream_t stream);
+/* Waits until every call enqueued so far finished; returns the first error among them. */
+snclResult_t snclStreamSynchronize(snclStream_t stream);
+/* snclSuccess when idle, snclInProgress while work is queued, or the first error. */
+snclResult_t snclStreamQuery(snclStream_t stream);
+
+snclResult_t snclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           snclDataType_t datatype, snclRedOp_t op, snclComm_t comm,
+                           snclStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SNCL_SNCL_H_ */

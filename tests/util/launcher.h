@@ -1,0 +1,31 @@
+// Runs ranks as real processes (fork) for multi-rank tests, with a deadline.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sncl/sncl.h"
+
+namespace sncl::test {
+
+struct RankExit {
+  int code = -1;        // exit code, when the process exited
+  int signal = 0;       // signal that ended it, if any
+  bool killed = false;  // killed by the launcher at the deadline
+};
+
+// Forks nranks processes sharing one unique id (made here, before the fork); rank r runs
+// body(r, nranks, id) and exits with its return value (an exception exits with 1). All
+// children are killed with SIGKILL when timeoutMs passes.
+std::vector<RankExit> runRanks(int nranks,
+                               const std::function<int(int rank, int nranks, const snclUniqueId& id)>& body,
+                               int timeoutMs = 120000);
+
+// True when every rank exited with 0; otherwise prints which did not.
+bool allSucceeded(const std::vector<RankExit>& exits);
+
+// Counts files in /dev/shm whose name starts with "sncl".
+int countShmSegments();
+
+}  // namespace sncl::test
