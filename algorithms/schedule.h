@@ -17,13 +17,14 @@ enum class OpKind : uint8_t {
   Recv,        // receive count elements from peer into (dstBuf, dst)
   RecvReduce,  // (dstBuf, dst) = (srcBuf, src) op received; src and dst may be the same
   Copy,        // (dstBuf, dst) = (srcBuf, src), local
+  Reduce,      // (dstBuf, dst) = (dstBuf, dst) op (srcBuf, src), local
 };
 
 struct Op {
   OpKind kind;
   Buf srcBuf;
   Buf dstBuf;
-  int32_t peer;    // -1 for Copy
+  int32_t peer;    // -1 for local ops
   uint32_t tag;    // equal on the sending and the receiving side of one message
   size_t src;
   size_t dst;

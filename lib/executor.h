@@ -1,0 +1,59 @@
+// The executor runs one rank's schedule on real bytes: it posts each step's operations on
+// the peers' transports, reduces received fragments straight out of the transport's
+// staging memory, and waits (spin, then sleep) until the step is done.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "lib/error.h"
+#include "lib/reduce.h"
+#include "lib/transport.h"
+
+namespace sncl {
+
+struct ExecArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;
+  size_t elemSize = 0;
+  ReduceFn reduce = nullptr;  // for RecvReduce ops
+  uint64_t seq = 0;           // the collective's sequence number on this comm (goes into tags)
+};
+
+class Executor {
+ public:
+  // transportOfPeer[r] serves peer r (nullptr for this rank).
+  Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t timeoutMs);
+
+  Result run(const algo::Schedule& schedule, const ExecArgs& args);
+
+ private:
+  struct Pending {
+    Transport* transport;
+    RequestId req;
+    int peer;
+  };
+  // What a receive's sink needs to place or reduce a fragment.
+  struct SinkTarget {
+    char* dst;
+    const char* src;  // local operand of RecvReduce, nullptr for Recv
+    ReduceFn reduce;
+    size_t elemSize;
+  };
+  static void deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes);
+  static void deliverReduce(void* ctx, size_t offset, const void* data, size_t bytes);
+
+  Result post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink);
+  Result waitAll(size_t stepIndex);
+
+  int rank_;
+  std::vector<Transport*> transportOfPeer_;
+  std::vector<Transport*> transports_;  // distinct transports, for wait()
+  int64_t timeoutMs_;
+  std::vector<Pending> pending_;        // reused across steps: no allocation once warm
+  std::vector<SinkTarget> sinks_;
+};
+
+}  // namespace sncl

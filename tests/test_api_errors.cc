@@ -1,0 +1,175 @@
+// Bad input gets a clear result code and a message, never a crash or a hang.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/bootstrap.h"
+#include "sncl/sncl.h"
+#include "tests/util/data.h"
+#include "tests/util/launcher.h"
+
+using namespace sncl;
+
+namespace {
+
+std::string lastError() { return snclGetLastError(nullptr); }
+
+struct ThreadComms {
+  std::vector<snclComm_t> comms;
+  explicit ThreadComms(int n) : comms(n) { REQUIRE(snclCommInitAll(comms.data(), n, nullptr) == snclSuccess); }
+  ~ThreadComms() {
+    for (auto c : comms)
+      if (c) snclCommDestroy(c);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("API calls reject bad arguments with a message", "[errors]") {
+  ThreadComms tc(1);
+  snclComm_t comm = tc.comms[0];
+  float buf[8] = {0};
+
+  CHECK(snclAllReduce(nullptr, buf, 8, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("sendbuff is NULL"));
+  CHECK(snclAllReduce(buf, nullptr, 8, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("recvbuff is NULL"));
+  CHECK(snclAllReduce(nullptr, nullptr, 0, snclFloat32, snclSum, comm, nullptr) == snclSuccess);
+  CHECK(snclAllReduce(buf, buf, 8, static_cast<snclDataType_t>(42), snclSum, comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("unknown datatype 42"));
+  CHECK(snclAllReduce(buf, buf, 8, snclFloat32, static_cast<snclRedOp_t>(17), comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("unknown reduction op 17"));
+  CHECK(snclAllReduce(buf, buf + 1, 4, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("overlap"));
+  CHECK(snclAllReduce(buf, buf, SIZE_MAX / 2, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("overflows"));
+  CHECK(snclAllReduce(buf, buf, 8, snclFloat32, snclSum, nullptr, nullptr) == snclInvalidArgument);
+  CHECK(snclAllReduce(buf, buf, 8, snclFloat32, snclSum, comm, reinterpret_cast<snclStream_t>(buf)) ==
+        snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("not a live stream"));
+  int n = 0;
+  CHECK(snclCommCount(comm, nullptr) == snclInvalidArgument);
+  CHECK(snclCommCount(comm, &n) == snclSuccess);
+  CHECK(n == 1);
+  CHECK(std::string(snclGetErrorString(snclTimeout)).find("deadline") != std::string::npos);
+}
+
+TEST_CASE("init rejects bad ranks, configs and unique ids", "[errors][init]") {
+  snclUniqueId id;
+  REQUIRE(snclGetUniqueId(&id) == snclSuccess);
+  snclComm_t comm = nullptr;
+  CHECK(snclCommInitRank(&comm, 4, id, 4) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("out of range"));
+  CHECK(snclCommInitRank(&comm, 4, id, -1) == snclInvalidArgument);
+  CHECK(snclCommInitRank(&comm, 0, id, 0) == snclInvalidArgument);
+  CHECK(snclCommInitRank(nullptr, 1, id, 0) == snclInvalidArgument);
+  snclConfig_t bad;
+  memset(&bad, 0, sizeof(bad));
+  CHECK(snclCommInitRankConfig(&comm, 1, id, 0, &bad) == snclInvalidArgument);
+  CHECK_THAT(lastError(), Catch::Contains("SNCL_CONFIG_INITIALIZER"));
+
+  snclUniqueId garbage;
+  for (size_t i = 0; i < sizeof(garbage.internal); ++i) garbage.internal[i] = static_cast<char>(i * 37 + 11);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(snclCommInitRank(&comm, 2, garbage, 0) == snclInvalidArgument);
+  CHECK(comm == nullptr);
+  snclUniqueId flipped = id;
+  flipped.internal[20] ^= 0x40;
+  CHECK(snclCommInitRank(&comm, 2, flipped, 0) == snclInvalidArgument);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+}
+
+TEST_CASE("an unreachable root times out with a message", "[errors][init]") {
+  setenv("SNCL_COMM_ID", "127.0.0.1:1", 1);
+  snclUniqueId id;
+  Result r = bootstrapIdFromEnv(&id, /*isRoot=*/false);
+  unsetenv("SNCL_COMM_ID");
+  REQUIRE(r == snclSuccess);
+  snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+  config.timeoutMs = 600;
+  snclComm_t comm = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  CHECK(snclCommInitRankConfig(&comm, 2, id, 1, &config) == snclTimeout);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK_THAT(lastError(), Catch::Contains("127.0.0.1:1"));
+}
+
+TEST_CASE("ranks that disagree on nranks fail at init", "[errors][init]") {
+  auto exits = test::runRanks(2, [](int rank, int, const snclUniqueId& id) {
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 5000;
+    snclComm_t comm = nullptr;
+    snclResult_t r = snclCommInitRankConfig(&comm, rank == 0 ? 2 : 3, id, rank, &config);
+    if (r != snclInvalidArgument) return 1;
+    return std::string(snclGetLastError(nullptr)).find("nranks") != std::string::npos ? 0 : 2;
+  });
+  CHECK(test::allSucceeded(exits));
+}
+
+TEST_CASE("every call after snclCommAbort is refused", "[errors][abort]") {
+  snclComm_t comm = nullptr;
+  {
+    std::vector<snclComm_t> comms(1);
+    REQUIRE(snclCommInitAll(comms.data(), 1, nullptr) == snclSuccess);
+    comm = comms[0];
+  }
+  REQUIRE(snclCommAbort(comm) == snclSuccess);
+  float buf[4] = {0};
+  CHECK(snclAllReduce(buf, buf, 4, snclFloat32, snclSum, comm, nullptr) == snclInvalidUsage);
+  CHECK_THAT(lastError(), Catch::Contains("not a live communicator"));
+  int n;
+  CHECK(snclCommCount(comm, &n) == snclInvalidUsage);
+  CHECK(snclCommDestroy(comm) == snclInvalidUsage);
+  CHECK(snclCommAbort(comm) == snclInvalidUsage);
+}
+
+TEST_CASE("counts that differ across ranks are detected, not hung on", "[errors][mismatch]") {
+  auto exits = test::runRanks(2, [](int rank, int nranks, const snclUniqueId& id) {
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 5000;
+    snclComm_t comm = nullptr;
+    if (snclCommInitRankConfig(&comm, nranks, id, rank, &config) != snclSuccess) return 3;
+    std::vector<float> buf(1000, 1.0f);
+    snclResult_t r = snclAllReduce(buf.data(), buf.data(), rank == 0 ? 1000 : 600, snclFloat32, snclSum, comm, nullptr);
+    snclCommAbort(comm);
+    return r == snclInvalidArgument || r == snclRemoteError ? 0 : 1;
+  });
+  CHECK(test::allSucceeded(exits));
+}
+
+TEST_CASE("a rank killed mid-run: the others fail within their deadline", "[errors][kill]") {
+  const int nranks = 4;
+  auto start = std::chrono::steady_clock::now();
+  auto exits = test::runRanks(nranks, [](int rank, int n, const snclUniqueId& id) {
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 4000;
+    snclComm_t comm = nullptr;
+    if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 3;
+    std::vector<float> buf(1 << 20, 1.0f);
+    for (int iter = 0; iter < 100000; ++iter) {
+      if (rank == 2 && iter == 20) kill(getpid(), SIGKILL);
+      snclResult_t r = snclAllReduce(buf.data(), buf.data(), buf.size(), snclFloat32, snclSum, comm, nullptr);
+      if (r != snclSuccess) {
+        snclResult_t async = snclSuccess;
+        snclCommGetAsyncError(comm, &async);
+        snclCommAbort(comm);
+        return async != snclSuccess ? 0 : 4;
+      }
+    }
+    return 5;  // never noticed the dead peer
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  for (int r = 0; r < nranks; ++r) {
+    if (r == 2) CHECK(exits[r].signal == SIGKILL);
+    else CHECK(exits[r].code == 0);
+  }
+  CHECK(test::countShmSegments() == 0);
+}

@@ -1,0 +1,28 @@
+// Runs every rank's schedule symbolically, without processes: values are 64-bit sums of
+// per-(rank, element) keys, so an element reduced twice, missed, or misplaced gives a
+// wrong sum. Sends are buffered; a rank's step runs once all its receives are available.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+
+namespace sncl::test {
+
+struct SymbolicResult {
+  bool ok = true;
+  std::string error;  // what went wrong first (deadlock, mismatch, out of bounds)
+  std::vector<std::vector<uint64_t>> output;  // per rank
+};
+
+uint64_t symbolicKey(int rank, size_t element);
+
+// build(rank, schedule) fills rank's schedule; inputs are inputCount elements per rank,
+// outputs outputCount. inPlace makes Input and Output the same buffer.
+SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bool inPlace,
+                           const std::function<void(int rank, algo::Schedule*)>& build);
+
+}  // namespace sncl::test
