@@ -364,8 +364,11 @@ class SocketBootstrap final : public Bootstrap {
  private:
   enum Kind : uint32_t { kUser = 0, kCollective = 1 };
 
+  // `sending` (guarded by mutex_) gives one thread at a time the connection for a whole
+  // frame; sock and error belong to that thread. (Not a std::timed_mutex: TSan does not
+  // understand its pthread_mutex_clocklock.)
   struct Outgoing {
-    std::timed_mutex mutex;  // one sender at a time; held across the whole frame
+    bool sending = false;
     Socket sock;
     std::string error;  // set when a frame was cut: the stream cannot be used again
   };
@@ -417,13 +420,27 @@ class SocketBootstrap final : public Bootstrap {
 
   Result sendFrame(int peer, Kind kind, uint32_t tag, const void* data, size_t bytes, Deadline deadline) {
     Outgoing& out = outgoing_[static_cast<size_t>(peer)];
-    std::unique_lock lock(out.mutex, std::defer_lock);
-    while (!lock.try_lock_for(kWaitSlice)) {
-      if (aborted_.load()) return abortedError("send");
-      if (deadline.expired()) {
-        return fail(snclTimeout, "bootstrap send to rank {}: another thread kept the connection busy", peer);
+    {
+      std::unique_lock lock(mutex_);
+      while (out.sending) {
+        if (aborted_.load()) return abortedError("send");
+        if (deadline.expired()) {
+          return fail(snclTimeout, "bootstrap send to rank {}: another thread kept the connection busy", peer);
+        }
+        cv_.wait_for(lock, kWaitSlice);
       }
+      out.sending = true;
     }
+    Result r = sendOwned(out, peer, kind, tag, data, bytes, deadline);
+    std::lock_guard lock(mutex_);
+    out.sending = false;
+    cv_.notify_all();
+    return r;
+  }
+
+  // Sends one frame on a connection this thread owns (out.sending).
+  Result sendOwned(Outgoing& out, int peer, Kind kind, uint32_t tag, const void* data, size_t bytes,
+                   Deadline deadline) {
     if (aborted_.load()) return abortedError("send");
     if (!out.error.empty()) {
       return fail(snclRemoteError, "bootstrap send to rank {}: connection failed earlier: {}", peer, out.error);
@@ -587,8 +604,8 @@ class SocketBootstrap final : public Bootstrap {
   const Secret secret_;
   Socket listener_;
   const std::vector<SocketAddress> peerAddresses_;
+  std::mutex mutex_;  // guards the roles (sending, reading, accepting_) and queues; never held across I/O
   std::vector<Outgoing> outgoing_;
-  std::mutex mutex_;  // guards incoming_ and accepting_; never held across I/O
   std::condition_variable cv_;
   std::vector<Incoming> incoming_;
   bool accepting_ = false;
