@@ -164,7 +164,7 @@ class Root {
       log::warn("bootstrap root {}: gave up after {} ms with {} of {} ranks arrived", listener_.name(),
                 env::timeoutMs(), arrived_, expected_);
     } else if (error_.empty()) {
-      log::info("bootstrap root {}: rendezvous of {} ranks done in {:.1f} ms", listener_.name(),
+      log::info(log::Subsys::Bootstrap, "bootstrap root {}: rendezvous of {} ranks done in {:.1f} ms", listener_.name(),
                 expected_, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     }
   }
