@@ -6,8 +6,10 @@
 
 #include "lib/transport.h"
 
+// clang-format off
 #define SNCL_BUILTIN_TRANSPORTS(X) \
   X("shm", createShmTransport)
+// clang-format on
 
 namespace sncl {
 

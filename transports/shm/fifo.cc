@@ -68,6 +68,8 @@ void DoorbellRef::sleep(uint32_t armedSeq, int64_t micros) {
   syscall(SYS_futex, &bell_->seq, FUTEX_WAIT, armedSeq, &timeout, nullptr, 0);
 }
 
-void DoorbellRef::disarm() { std::atomic_ref<uint32_t>(bell_->waiters).fetch_sub(1); }
+void DoorbellRef::disarm() {
+  std::atomic_ref<uint32_t>(bell_->waiters).fetch_sub(1);
+}
 
 }  // namespace sncl::shm

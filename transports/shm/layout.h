@@ -22,7 +22,9 @@ constexpr size_t kCacheLine = 64;
 constexpr size_t kPage = 4096;
 constexpr uint64_t kSegmentMagic = 0x736e'636c'7368'6d31ull;  // "snclshm1"
 
-constexpr size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+constexpr size_t alignUp(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
 template <class T>
 T loadAcquire(T& word) {
@@ -75,7 +77,7 @@ inline size_t headerBytes(int nranks) {
 enum class PairFailure : uint32_t { None = 0, Claimed, Mismatch, Aborted, Closed, Timeout, Died };
 
 struct PairStatus {
-  uint32_t reason;  // PairFailure
+  uint32_t reason;   // PairFailure
   int32_t reporter;  // rank that failed the pair
   // Mismatch: the message from fromRank to toRank that the receiver rejected.
   int32_t fromRank;

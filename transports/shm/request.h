@@ -15,12 +15,12 @@ struct Request {
 
   State state = State::Free;
   bool isSend = false;
-  bool started = false;   // its first fragment was sent or matched (zero-byte messages have one)
+  bool started = false;  // its first fragment was sent or matched (zero-byte messages have one)
   uint16_t generation = 1;
-  int32_t peer = -1;      // index into the transport's peers
+  int32_t peer = -1;  // index into the transport's peers
   uint64_t tag = 0;
   size_t bytes = 0;
-  size_t doneBytes = 0;   // sent: copied into slots; received: delivered to the sink
+  size_t doneBytes = 0;  // sent: copied into slots; received: delivered to the sink
   const char* sendData = nullptr;
   RecvSink sink;
   Result error = snclSuccess;

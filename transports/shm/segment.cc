@@ -39,19 +39,17 @@ Registry& registry() {
 
 Result mapShared(int fd, size_t offset, size_t bytes, const std::string& name, Mapping* out) {
   // MAP_POPULATE faults every page in now: a first touch on the hot path costs ~11 us.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
-                 static_cast<off_t>(offset));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED)
-    return fail(snclSystemError, "shm: mmap of {} bytes at {} of {} failed: {}", bytes, offset, name,
-                strerror(errno));
+    return fail(snclSystemError, "shm: mmap of {} bytes at {} of {} failed: {}", bytes, offset, name, strerror(errno));
   *out = Mapping(static_cast<char*>(p), bytes);
   return snclSuccess;
 }
 
 Result checkHeader(const std::string& name, SegmentHeader* h, int myRank, int nranks) {
   if (h->magic != kSegmentMagic || h->nranks != nranks)
-    return fail(snclInternalError, "shm: /dev/shm/{} has a foreign layout (magic {:#x}, {} ranks)", name,
-                h->magic, h->nranks);
+    return fail(snclInternalError, "shm: /dev/shm/{} has a foreign layout (magic {:#x}, {} ranks)", name, h->magic,
+                h->nranks);
   if (fifoOffsets(h)[myRank] == 0)
     return fail(snclInvalidUsage, "shm: rank {} did not connect rank {} (peer lists differ)", h->rank, myRank);
   return snclSuccess;
@@ -105,8 +103,7 @@ Result Segment::create(const std::string& name, size_t bytes, std::shared_ptr<Se
   Mapping mapping;
   Result r = snclSuccess;
   if (fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0)
-    r = fail(snclSystemError, "shm: cannot reserve {} MiB in /dev/shm for {}: {}", bytes >> 20, name,
-             strerror(errno));
+    r = fail(snclSystemError, "shm: cannot reserve {} MiB in /dev/shm for {}: {}", bytes >> 20, name, strerror(errno));
   if (r == snclSuccess) r = mapShared(fd, 0, bytes, name, &mapping);
   close(fd);
   if (r != snclSuccess) {

@@ -2,14 +2,10 @@
 // pair fails (the error message).
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
-#include "lib/log.h"
 #include "transports/shm/shm_transport.h"
 
 namespace sncl::shm {
@@ -20,12 +16,15 @@ namespace {
 constexpr auto kStallCheckInterval = std::chrono::milliseconds(20);
 constexpr int64_t kMaxSleepMicros = 20000;
 
-inline void cpuRelax() { __builtin_ia32_pause(); }
+inline void cpuRelax() {
+  __builtin_ia32_pause();
+}
 
 std::string describeMismatch(const PairStatus& d) {
   if (d.sentBytes != d.expectedBytes)
-    return fmt::format("rank {} -> rank {}: message of {} bytes (tag {:#x}) but {} expected: counts differ across ranks?",
-                       d.fromRank, d.toRank, d.sentBytes, d.sentTag, d.expectedBytes);
+    return fmt::format(
+        "rank {} -> rank {}: message of {} bytes (tag {:#x}) but {} expected: counts differ across ranks?", d.fromRank,
+        d.toRank, d.sentBytes, d.sentTag, d.expectedBytes);
   return fmt::format(
       "rank {} -> rank {}: message with tag {:#x} but tag {:#x} expected ({} bytes): ranks posted operations in "
       "different orders?",
@@ -58,7 +57,8 @@ Result ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t byte
   Peer* p = nullptr;
   SNCL_CHECK(peerForPost(peer, &p));
   if (bytes != 0 && data == nullptr)
-    return fail(snclInvalidArgument, "shm: rank {}: send of {} bytes to rank {} from a null buffer", rank_, bytes, peer);
+    return fail(snclInvalidArgument, "shm: rank {}: send of {} bytes to rank {} from a null buffer", rank_, bytes,
+                peer);
   Request* r = pool_.acquire(req);
   if (!r) return fail(snclInvalidUsage, "shm: rank {}: more than {} requests outstanding", rank_, pool_.capacity());
   r->state = Request::State::Queued;
@@ -76,7 +76,8 @@ Result ShmTransport::irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, 
   Peer* p = nullptr;
   SNCL_CHECK(peerForPost(peer, &p));
   if (bytes != 0 && sink.deliver == nullptr)
-    return fail(snclInvalidArgument, "shm: rank {}: receive of {} bytes from rank {} without a sink", rank_, bytes, peer);
+    return fail(snclInvalidArgument, "shm: rank {}: receive of {} bytes from rank {} without a sink", rank_, bytes,
+                peer);
   Request* r = pool_.acquire(req);
   if (!r) return fail(snclInvalidUsage, "shm: rank {}: more than {} requests outstanding", rank_, pool_.capacity());
   r->state = Request::State::Queued;
@@ -230,8 +231,8 @@ void ShmTransport::checkStalledPeers() {
     PairStatus details{};
     details.reporter = rank_;
     if (!peerAlive(*p)) {
-      failPair(*p, snclRemoteError, fmt::format("shm: peer rank {} (pid {}) died", p->rank, p->pid),
-               PairFailure::Died, details);
+      failPair(*p, snclRemoteError, fmt::format("shm: peer rank {} (pid {}) died", p->rank, p->pid), PairFailure::Died,
+               details);
       continue;
     }
     const auto stalledMs = std::chrono::duration_cast<std::chrono::milliseconds>(now - p->lastProgress).count();
@@ -244,12 +245,9 @@ void ShmTransport::checkStalledPeers() {
 }
 
 bool ShmTransport::peerAlive(const Peer& p) const {
-  if (!p.checkAlive) return true;
-  if (p.pidfd >= 0) {
-    pollfd fd{p.pidfd, POLLIN, 0};
-    return poll(&fd, 1, 0) == 0;  // readable once the process has exited
-  }
-  return kill(p.pid, 0) == 0 || errno != ESRCH;
+  if (p.pidfd < 0) return true;
+  pollfd fd{p.pidfd, POLLIN, 0};
+  return poll(&fd, 1, 0) == 0;  // readable once the process has exited
 }
 
 void ShmTransport::failPair(Peer& p, Result code, std::string message, PairFailure reason, PairStatus details) {
@@ -287,7 +285,8 @@ void ShmTransport::failFromRemote(Peer& p, const PairFailureInfo& info) {
       failPair(p, snclInvalidArgument, "shm: " + describeMismatch(d), info.reason, d);
       return;
     case PairFailure::Aborted:
-      failPair(p, snclRemoteError, fmt::format("shm: rank {} aborted; rank {} cannot complete its messages with it", p.rank, rank_),
+      failPair(p, snclRemoteError,
+               fmt::format("shm: rank {} aborted; rank {} cannot complete its messages with it", p.rank, rank_),
                info.reason, d);
       return;
     case PairFailure::Closed:

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "lib/bootstrap.h"
@@ -21,7 +22,9 @@ ShmOptions ShmOptions::fromEnv() {
   return o;
 }
 
-std::unique_ptr<Transport> createShmTransport() { return createShmTransport(ShmOptions::fromEnv()); }
+std::unique_ptr<Transport> createShmTransport() {
+  return createShmTransport(ShmOptions::fromEnv());
+}
 
 std::unique_ptr<Transport> createShmTransport(const ShmOptions& options) {
   return std::make_unique<shm::ShmTransport>(options);
@@ -32,10 +35,11 @@ namespace {
 
 // FIFO sizing when the options leave it open: a receiver's budget is shared by its peers,
 // within a floor (enough slots to overlap copies at 64 ranks) and a ceiling (beyond which
-// bandwidth does not grow). 2 ranks: 8 x 512 KiB; 64 ranks: 8 x 64 KiB per peer.
-constexpr size_t kReceiverBudget = 32u << 20;
+// bandwidth does not grow). Per peer, 2 ranks: 8 x 512 KiB; 8 ranks: 8 x 256 KiB;
+// 64 ranks: 8 x 32 KiB (16 MiB per rank, all of it faulted in at setup).
+constexpr size_t kReceiverBudget = 16u << 20;
 constexpr size_t kMaxFifoBytes = 4u << 20;
-constexpr size_t kMinFifoBytes = 512u << 10;
+constexpr size_t kMinFifoBytes = 256u << 10;
 constexpr size_t kSlotsPerFifo = 8;
 constexpr size_t kMinSlots = 2;
 // Not oversubscribed, a peer on another core usually answers within a few microseconds;
@@ -74,8 +78,8 @@ ShmTransport::~ShmTransport() {
 
 Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& peers) {
   if (segment_) return fail(snclInvalidUsage, "shm: setup called twice");
-  if (!ctx.bootstrap || !ctx.peers || ctx.peers->size() != static_cast<size_t>(ctx.nranks) ||
-      ctx.rank < 0 || ctx.rank >= ctx.nranks)
+  if (!ctx.bootstrap || !ctx.peers || ctx.peers->size() != static_cast<size_t>(ctx.nranks) || ctx.rank < 0 ||
+      ctx.rank >= ctx.nranks)
     return fail(snclInternalError, "shm: setup needs a bootstrap and the info of all {} ranks", ctx.nranks);
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
@@ -102,8 +106,9 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   }
 
   std::vector<std::string> names(nranks_);
-  for (int k = 0; k < nranks_; ++k) names[k] = std::string(records[k].name, strnlen(records[k].name, sizeof(records[k].name)));
-  Result mapped = connectPeers(ctx, names);
+  for (int k = 0; k < nranks_; ++k)
+    names[k] = std::string(records[k].name, strnlen(records[k].name, sizeof(records[k].name)));
+  Result mapped = connectPeers(names);
   std::vector<int32_t> statuses(nranks_);
   statuses[rank_] = mapped;
   r = ctx.bootstrap->allGather(statuses.data(), sizeof(int32_t), deadline);
@@ -124,8 +129,8 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   connected_.store(true);
   if (aborted_.load()) return fail(snclInvalidUsage, "shm: rank {}: aborted during setup", rank_);
   log::info(log::Subsys::Transport, "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, {}",
-            ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_,
-            slotBytes_ >> 10, segment_->bytes() / 1048576.0,
+            ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_, slotBytes_ >> 10,
+            segment_->bytes() / 1048576.0,
             oversubscribed_ ? std::string("oversubscribed: no spinning")
                             : fmt::format("spinning {} us before sleeping", spinMicros_));
   return snclSuccess;
@@ -141,19 +146,19 @@ Result ShmTransport::createSegment(const TransportContext& ctx, const std::vecto
       return fail(snclInternalError, "shm: rank {}: bad or repeated peer {} (of {} ranks)", rank_, peer, nranks_);
     const PeerInfo& info = (*ctx.peers)[peer];
     if (info.bootId != me.bootId)
-      return fail(snclInvalidUsage, "shm: rank {} cannot reach rank {}: it runs on another machine ({})", rank_,
-                  peer, info.hostname);
+      return fail(snclInvalidUsage, "shm: rank {} cannot reach rank {}: it runs on another machine ({})", rank_, peer,
+                  info.hostname);
     peers_[i].rank = peer;
     peers_[i].pid = info.pid;
     peerByRank_[peer] = &peers_[i];
   }
 
-  const size_t fifoBytes =
-      options_.fifoBytes != 0
-          ? options_.fifoBytes
-          : std::clamp(kReceiverBudget / std::max<size_t>(1, peers.size()), kMinFifoBytes, kMaxFifoBytes);
+  const size_t fifoBytes = options_.fifoBytes != 0
+                               ? options_.fifoBytes
+                               : std::bit_floor(std::clamp(kReceiverBudget / std::max<size_t>(1, peers.size()),
+                                                           kMinFifoBytes, kMaxFifoBytes));
   slotBytes_ = options_.slotBytes != 0 ? alignUp(options_.slotBytes, kPage)
-                                       : std::max(kPage, fifoBytes / kSlotsPerFifo / kPage * kPage);
+                                       : std::max(kPage, std::bit_floor(fifoBytes / kSlotsPerFifo));
   nSlots_ = std::max(kMinSlots, fifoBytes / slotBytes_);
   const size_t stride = fifoStride(nSlots_, slotBytes_);
   const size_t firstFifo = headerBytes(nranks_);
@@ -171,9 +176,8 @@ Result ShmTransport::createSegment(const TransportContext& ctx, const std::vecto
   return snclSuccess;
 }
 
-Result ShmTransport::connectPeers(const TransportContext& ctx, const std::vector<std::string>& names) {
+Result ShmTransport::connectPeers(const std::vector<std::string>& names) {
   auto* header = reinterpret_cast<SegmentHeader*>(segment_->data());
-  const PeerInfo& me = (*ctx.peers)[rank_];
   for (Peer& p : peers_) {
     if (names[p.rank].empty())
       return fail(snclInvalidUsage, "shm: rank {} has no shm segment: it did not connect rank {}", p.rank, rank_);
@@ -182,18 +186,18 @@ Result ShmTransport::connectPeers(const TransportContext& ctx, const std::vector
     p.out = FifoSender(p.segment.fifo(), peerHeader->nSlots, peerHeader->slotBytes);
     p.in = FifoReceiver(segment_->data() + fifoOffsets(header)[p.rank], nSlots_, slotBytes_);
     p.bell = DoorbellRef(&p.segment.header()->doorbell);
-    // A process on this machine (same boot id, hence same kernel) can be asked whether it
-    // lives; a pidfd also tells a zombie from a live process.
-    p.checkAlive = p.pid != getpid() && (*ctx.peers)[p.rank].bootId == me.bootId;
-    if (p.checkAlive) p.pidfd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
+    // The peer runs on this kernel (same boot id): a pidfd tells when its process exits,
+    // zombie or not. No pidfd (the pid is not visible from this pid namespace, or the
+    // process is gone already): the deadline alone catches a dead peer.
+    if (p.pid != getpid()) p.pidfd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
   }
   return snclSuccess;
 }
 
 void ShmTransport::chooseWaitPolicy(const TransportContext& ctx) {
   const uint64_t myBoot = (*ctx.peers)[rank_].bootId;
-  const auto localRanks = std::count_if(ctx.peers->begin(), ctx.peers->end(),
-                                        [&](const PeerInfo& info) { return info.bootId == myBoot; });
+  const auto localRanks =
+      std::count_if(ctx.peers->begin(), ctx.peers->end(), [&](const PeerInfo& info) { return info.bootId == myBoot; });
   const int cpus = cpusAvailable();
   // More ranks than cores: a spinning rank only delays the peer it waits for.
   oversubscribed_ = localRanks > cpus;

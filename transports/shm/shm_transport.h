@@ -51,12 +51,11 @@ class ShmTransport : public Transport {
   struct Peer {
     int rank = -1;
     int pid = 0;
-    int pidfd = -1;           // readable once the peer's process has exited
-    bool checkAlive = false;  // another process on this machine: liveness can be asked
-    PeerSegment segment;      // the peer's header pages and the FIFO this rank sends on
+    int pidfd = -1;       // readable once the peer's process has exited; -1: not watched
+    PeerSegment segment;  // the peer's header pages and the FIFO this rank sends on
     FifoSender out;
     FifoReceiver in;
-    DoorbellRef bell;         // the peer's
+    DoorbellRef bell;  // the peer's
     RequestQueue sends;
     RequestQueue recvs;
     bool active = false;      // in active_: has queued requests
@@ -68,7 +67,7 @@ class ShmTransport : public Transport {
 
   // setup steps
   Result createSegment(const TransportContext& ctx, const std::vector<int>& peers);
-  Result connectPeers(const TransportContext& ctx, const std::vector<std::string>& names);
+  Result connectPeers(const std::vector<std::string>& names);
   void chooseWaitPolicy(const TransportContext& ctx);
 
   // posting and progress
@@ -95,10 +94,10 @@ class ShmTransport : public Transport {
   size_t nSlots_ = 0;
   size_t slotBytes_ = 0;
   std::shared_ptr<Segment> segment_;
-  DoorbellRef bell_;                // this rank's: peers ring it
-  std::vector<Peer> peers_;         // sized once in setup; Peer addresses are stable
-  std::vector<Peer*> peerByRank_;   // nullptr for ranks not connected
-  std::vector<Peer*> active_;       // peers with queued requests
+  DoorbellRef bell_;               // this rank's: peers ring it
+  std::vector<Peer> peers_;        // sized once in setup; Peer addresses are stable
+  std::vector<Peer*> peerByRank_;  // nullptr for ranks not connected
+  std::vector<Peer*> active_;      // peers with queued requests
   RequestPool pool_;
   int64_t spinMicros_ = 0;
   bool oversubscribed_ = false;
