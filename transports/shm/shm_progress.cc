@@ -141,11 +141,14 @@ bool ShmTransport::progressPeer(Peer& p) {
   return moved;
 }
 
+// Each call moves at most one FIFO's worth of slots, so that a long message does not keep
+// this rank from its other peers, nor from the other direction.
 bool ShmTransport::progressSends(Peer& p) {
   bool moved = false;
+  size_t budget = p.out.nSlots();
   while (Request* r = p.sends.front()) {
     while (!r->started || r->doneBytes < r->bytes) {
-      if (!p.out.hasFreeSlot()) return moved;
+      if (budget-- == 0 || !p.out.hasFreeSlot()) return moved;
       const size_t bytes = std::min(p.out.slotBytes(), r->bytes - r->doneBytes);
       SlotHeader& slot = p.out.nextHeader();
       slot.tag = r->tag;
@@ -166,9 +169,10 @@ bool ShmTransport::progressSends(Peer& p) {
 
 bool ShmTransport::progressRecvs(Peer& p) {
   bool moved = false;
+  size_t budget = p.in.nSlots();
   while (Request* r = p.recvs.front()) {
     while (!r->started || r->doneBytes < r->bytes) {
-      if (!p.in.hasSlot()) return moved;
+      if (budget-- == 0 || !p.in.hasSlot()) return moved;
       const SlotHeader slot = p.in.slotHeader();
       if (!r->started && (slot.tag != r->tag || slot.totalBytes != r->bytes || slot.offset != 0)) {
         failMismatch(p, *r, slot);
