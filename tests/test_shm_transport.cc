@@ -694,6 +694,47 @@ TEST_CASE("shm: abort unblocks a waiting request and fails the peer's", "[shm]")
   });
 }
 
+TEST_CASE("shm: wait() sleeps until a peer rings or the transport is aborted", "[shm]") {
+  const uint64_t commId = freshCommId();
+  using std::chrono::milliseconds;
+  runRanks(Mode::Threads, 2, [&](int rank, int nranks, Bootstrap& bs) -> std::string {
+    auto shm = setupShm(rank, nranks, bs, commId);
+    if (!shm.transport) return shm.error;
+    Transport& t = *shm.transport;
+    RequestId req;
+    BufferSink sink(100);
+    if (rank == 1) BODY_OK(t.irecv(0, 1, sink.data.size(), sink.sink(), &req));
+    BODY_OK(bs.barrier(Deadline::afterMs(kTimeoutMs)));
+    if (rank == 0) {
+      std::this_thread::sleep_for(milliseconds(50));
+      auto message = makeMessage(100, 1);
+      BODY_OK(t.isend(1, 1, message.data(), message.size(), &req));
+      BODY_OK(complete(t, req));
+      BODY_OK(bs.barrier(Deadline::afterMs(kTimeoutMs)));  // quiet (no ring) while rank 1 waits
+      return "";
+    }
+    // Woken by the sender's ring, long before the 10 s asked for (or the 200 ms cap).
+    auto start = Clock::now();
+    t.wait(10000000);
+    BODY_CHECK(Clock::now() - start < milliseconds(150), "woke after {} ms",
+               std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+    BODY_OK(complete(t, req));
+    // Woken by abort() from another thread.
+    BODY_OK(t.irecv(0, 2, sink.data.size(), sink.sink(), &req));
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(milliseconds(50));
+      t.abort();
+    });
+    start = Clock::now();
+    t.wait(10000000);
+    const auto waited = Clock::now() - start;
+    aborter.join();
+    BODY_CHECK(waited < milliseconds(150), "woke after {} ms", std::chrono::duration_cast<milliseconds>(waited).count());
+    BODY_OK(bs.barrier(Deadline::afterMs(kTimeoutMs)));
+    return "";
+  });
+}
+
 TEST_CASE("shm: misuse is reported, not crashed on", "[shm]") {
   const uint64_t commId = freshCommId();
   runRanks(Mode::Threads, 2, [&](int rank, int nranks, Bootstrap& bs) -> std::string {
@@ -806,6 +847,25 @@ TEST_CASE("shm: point-to-point bandwidth", "[.bench]") {
       }
       printf("memcpy of 64 MiB, one thread: %.2f GB/s\n", kMaxBytes / best / 1e9);
       printf("%10s %14s %14s\n", "bytes", "one-way GB/s", "both ways GB/s (each direction)");
+    }
+    // Half a round trip of 8 bytes: rank 0 sends, rank 1 sends back.
+    {
+      constexpr int kRoundTrips = 20000;
+      double best = 1e9;
+      for (int trial = 0; trial < kTrials; ++trial) {
+        BODY_OK(bs.barrier(Deadline::afterMs(kTimeoutMs)));
+        const auto start = Clock::now();
+        for (int i = 0; i < kRoundTrips; ++i) {
+          RequestId req;
+          for (int leg = 0; leg < 2; ++leg) {
+            if (rank == leg) BODY_OK(t.isend(peer, i, out.data(), 8, &req));
+            else BODY_OK(t.irecv(peer, i, 8, copyOut, &req));
+            BODY_OK(complete(t, req));
+          }
+        }
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      if (rank == 0) printf("8 bytes, half round trip: %.2f us\n", best / kRoundTrips / 2 * 1e6);
     }
     for (size_t bytes : {size_t(1) << 20, size_t(4) << 20, size_t(16) << 20, size_t(64) << 20}) {
       const int iters = static_cast<int>(std::max<size_t>(4, (256u << 20) / bytes));

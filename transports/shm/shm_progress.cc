@@ -11,10 +11,11 @@
 namespace sncl::shm {
 namespace {
 
-// How often stalled peers are checked for liveness and deadlines; also the longest wait()
-// sleeps, so that test() gets to check them even when the caller waits long.
+// How often stalled peers are checked for liveness and deadlines (in test()).
 constexpr auto kStallCheckInterval = std::chrono::milliseconds(20);
-constexpr int64_t kMaxSleepMicros = 20000;
+// The longest wait() sleeps, so that a caller that waits long still gets to test() (and
+// check its peers) a few times a second.
+constexpr int64_t kMaxSleepMicros = 200000;
 
 inline void cpuRelax() {
   __builtin_ia32_pause();

@@ -83,7 +83,7 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
     return fail(snclInternalError, "shm: setup needs a bootstrap and the info of all {} ranks", ctx.nranks);
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
-  timeoutMs_ = ctx.timeoutMs;
+  timeoutMs_ = ctx.timeoutMs > 0 ? ctx.timeoutMs : env::timeoutMs();
   const Deadline deadline = Deadline::afterMs(timeoutMs_);
   removeStaleSegments();
 
