@@ -15,7 +15,7 @@ namespace {
 constexpr auto kStallCheckInterval = std::chrono::milliseconds(20);
 // The longest wait() sleeps, so that a caller that waits long still gets to test() (and
 // check its peers) a few times a second.
-constexpr int64_t kMaxSleepMicros = 200000;
+constexpr int64_t kMaxSleepMicros = 500000;
 
 inline void cpuRelax() {
   __builtin_ia32_pause();
