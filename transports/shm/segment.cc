@@ -92,7 +92,8 @@ void removeStaleSegments() {
         e->d_name[end] != '\0' || ns != myNamespace || pid <= 0)
       continue;
     if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // creator alive (or not ours to ask)
-    if (shm_unlink(e->d_name) == 0) log::info("shm: removed stale segment {} (pid {} is gone)", e->d_name, pid);
+    if (shm_unlink(e->d_name) == 0)
+      log::info(log::Subsys::Transport, "shm: removed stale segment {} (pid {} is gone)", e->d_name, pid);
   }
   closedir(dir);
 }
