@@ -19,12 +19,13 @@ const snclDataType_t kTypes[] = {snclFloat32, snclFloat64, snclInt32, snclInt64}
 const snclRedOp_t kOps[] = {snclSum, snclProd, snclMax, snclMin, snclAvg};
 
 // Runs the matrix of (type, op, in-place) at count on comm; returns the number of failures.
+// fullMatrix: every type x op; otherwise float sum only (large counts).
 int allReduceMatrix(snclComm_t comm, int rank, int nranks, size_t count, bool fullMatrix) {
   int failures = 0;
   std::vector<char> in(count * 8 + 8), out(count * 8 + 8);
   for (snclDataType_t type : kTypes) {
     for (snclRedOp_t op : kOps) {
-      if (!fullMatrix && !(op == snclSum || (type == snclFloat64 && op == snclMax))) continue;
+      if (!fullMatrix && !(op == snclSum && type == snclFloat32)) continue;
       for (bool inPlace : {false, true}) {
         test::fillInput(type, op, rank, nranks, in.data(), count);
         void* recv = inPlace ? in.data() : out.data();
@@ -61,7 +62,7 @@ TEST_CASE("all-reduce across processes is exact", "[allreduce][process]") {
     INFO("nranks " << nranks);
     auto exits = test::runRanks(nranks, [&](int rank, int n, const snclUniqueId& id) {
       return rankBody(rank, n, id, counts);
-    });
+    }, 300000);
     CHECK(test::allSucceeded(exits));
   }
   CHECK(test::countShmSegments() == 0);
@@ -72,7 +73,7 @@ TEST_CASE("all-reduce of 16 Mi elements across processes", "[allreduce][process]
     INFO("nranks " << nranks);
     auto exits = test::runRanks(nranks, [&](int rank, int n, const snclUniqueId& id) {
       return rankBody(rank, n, id, {size_t(16) << 20});
-    });
+    }, 400000);
     CHECK(test::allSucceeded(exits));
   }
 }
