@@ -341,6 +341,39 @@ std::string pingPong(int rank, Transport& t, const std::vector<size_t>& sizes) {
   return "";
 }
 
+// One message each way between this rank and peer.
+struct Exchange {
+  int peer;
+  uint64_t tag;
+  size_t sendBytes, recvBytes;
+  uint64_t sendSeed, recvSeed;
+};
+
+// Posts every send and receive of plan up front, completes them all (testing the newest
+// first: completion must not depend on the order of tests) and checks what arrived.
+std::string exchangeAll(Transport& t, const std::vector<Exchange>& plan) {
+  std::vector<std::vector<char>> out;
+  std::vector<BufferSink> in;
+  in.reserve(plan.size());
+  std::vector<RequestId> reqs;
+  for (const Exchange& e : plan) {
+    out.push_back(makeMessage(e.sendBytes, e.sendSeed));
+    in.emplace_back(e.recvBytes);
+    RequestId send, recv;
+    BODY_OK(t.isend(e.peer, e.tag, out.back().data(), e.sendBytes, &send));
+    BODY_OK(t.irecv(e.peer, e.tag, e.recvBytes, in.back().sink(), &recv));
+    reqs.push_back(send);
+    reqs.push_back(recv);
+  }
+  std::reverse(reqs.begin(), reqs.end());
+  BODY_OK(completeAll(t, reqs));
+  for (size_t i = 0; i < plan.size(); ++i) {
+    auto error = in[i].check(plan[i].recvSeed);
+    BODY_CHECK(error.empty(), "message {} from rank {}: {}", plan[i].tag, plan[i].peer, error);
+  }
+  return "";
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -381,31 +414,13 @@ TEST_CASE("shm: many messages queued per peer complete in posting order", "[shm]
     runRanks(mode, 2, [&](int rank, int nranks, Bootstrap& bs) -> std::string {
       auto shm = setupShm(rank, nranks, bs, commId, smallFifo());
       if (!shm.transport) return shm.error;
-      Transport& t = *shm.transport;
+      // Far more than the FIFO holds, both directions at once.
       const int peer = 1 - rank;
-      constexpr int kMessages = 300;
       auto sizeOf = [](int i) { return static_cast<size_t>((i * 7919) % 20000) * (i % 5 != 0); };
-      std::vector<std::vector<char>> out;
-      std::vector<BufferSink> in;
-      in.reserve(kMessages);
-      std::vector<RequestId> reqs;
-      // Everything posted up front: far more than the FIFO holds, both directions at once.
-      for (int i = 0; i < kMessages; ++i) {
-        out.push_back(makeMessage(sizeOf(i), rank * 1000 + i));
-        in.emplace_back(sizeOf(i));
-        RequestId s, r;
-        BODY_OK(t.isend(peer, i, out.back().data(), out.back().size(), &s));
-        BODY_OK(t.irecv(peer, i, in.back().data.size(), in.back().sink(), &r));
-        reqs.push_back(s);
-        reqs.push_back(r);
-      }
-      std::reverse(reqs.begin(), reqs.end());  // testing the newest first still completes all
-      BODY_OK(completeAll(t, reqs));
-      for (int i = 0; i < kMessages; ++i) {
-        auto error = in[i].check(peer * 1000 + i);
-        BODY_CHECK(error.empty(), "message {}: {}", i, error);
-      }
-      return "";
+      std::vector<Exchange> plan;
+      for (int i = 0; i < 300; ++i)
+        plan.push_back({peer, static_cast<uint64_t>(i), sizeOf(i), sizeOf(i), rank * 1000u + i, peer * 1000u + i});
+      return exchangeAll(*shm.transport, plan);
     });
     CHECK(segmentsOf(commId) == 0);
   }
@@ -417,35 +432,15 @@ TEST_CASE("shm: all-to-all among 8 ranks", "[shm]") {
     runRanks(mode, 8, [&](int rank, int nranks, Bootstrap& bs) -> std::string {
       auto shm = setupShm(rank, nranks, bs, commId);
       if (!shm.transport) return shm.error;
-      Transport& t = *shm.transport;
       auto sizeOf = [](int from, int to, int k) { return static_cast<size_t>(k * 300000 + from * 1000 + to * 7); };
-      constexpr int kPerPeer = 3;
-      std::vector<std::vector<char>> out;
-      std::vector<BufferSink> in;
-      in.reserve(nranks * kPerPeer);
-      std::vector<RequestId> reqs;
-      for (int k = 0; k < kPerPeer; ++k) {
-        for (int peer = 0; peer < nranks; ++peer) {
-          if (peer == rank) continue;
-          out.push_back(makeMessage(sizeOf(rank, peer, k), rank * 100 + peer * 10 + k));
-          in.emplace_back(sizeOf(peer, rank, k));
-          RequestId s, r;
-          BODY_OK(t.isend(peer, k, out.back().data(), out.back().size(), &s));
-          BODY_OK(t.irecv(peer, k, in.back().data.size(), in.back().sink(), &r));
-          reqs.push_back(s);
-          reqs.push_back(r);
-        }
-      }
-      BODY_OK(completeAll(t, reqs));
-      size_t i = 0;
-      for (int k = 0; k < kPerPeer; ++k) {
-        for (int peer = 0; peer < nranks; ++peer) {
-          if (peer == rank) continue;
-          auto error = in[i++].check(peer * 100 + rank * 10 + k);
-          BODY_CHECK(error.empty(), "from rank {} message {}: {}", peer, k, error);
-        }
-      }
-      return "";
+      auto seedOf = [](int from, int to, int k) { return static_cast<uint64_t>(from * 100 + to * 10 + k); };
+      std::vector<Exchange> plan;
+      for (int k = 0; k < 3; ++k)
+        for (int peer = 0; peer < nranks; ++peer)
+          if (peer != rank)
+            plan.push_back({peer, static_cast<uint64_t>(k), sizeOf(rank, peer, k), sizeOf(peer, rank, k),
+                            seedOf(rank, peer, k), seedOf(peer, rank, k)});
+      return exchangeAll(*shm.transport, plan);
     });
     CHECK(segmentsOf(commId) == 0);
   }
