@@ -133,7 +133,7 @@ Result discoverThisMachine(int ranks, Graph* g) {
     v.nics = int32_t(m.nics.size());
     v.core = r % m.cores;
     v.numa = m.coreNuma.empty() ? 0 : m.coreNuma[v.core];
-    std::strncpy(v.hostname, host, sizeof(v.hostname) - 1);
+    std::snprintf(v.hostname, sizeof(v.hostname), "%s", host);
     encodeLocalView(v, bytes.data() + size_t(r) * kLocalViewBytes);
   }
   SNCL_CHECK(mergeLocalViews(bytes, ranks, "", g));

@@ -108,9 +108,10 @@ class Drawer {
       key = fmt::format("v {}", v);
       proto.cluster = g_.parent(v);
     } else {
+      // Planes share a box (its label gives their range): one edge per pair of boxes
+      // instead of one per plane keeps a 7-plane bus readable.
       VertexId p = g_.parent(v);
-      bool upper = p == kNone || g_.vertexKind(p) == VertexKind::Supernode || g_.vertexKind(p) == VertexKind::Cluster;
-      key = fmt::format("g {} {} {} {}", p, int(kind), g_.tier(v), upper ? g_.plane(v) : -1);
+      key = fmt::format("g {} {} {}", p, int(kind), g_.tier(v));
       proto.cluster = p;
     }
     auto [it, inserted] = boxIndex_.try_emplace(key, boxes_.size());
@@ -180,7 +181,7 @@ class Drawer {
     std::string pad(2 * depth, ' ');
     bool real = c != kNone;
     if (real) {
-      o += fmt::format("{}subgraph cluster_{} {{\n{}  label={}; style=\"rounded\"; color=gray50;\n", pad, c,
+      o += fmt::format("{}subgraph cluster_{} {{\n{}  label={}; style=\"rounded\"; color=gray50; fontsize=13;\n", pad, c,
                        pad, quote(fmt::format("{} {} ({} endpoints)", kindName(g_.vertexKind(c)), g_.vertexName(c),
                                               endpointsUnder_.count(c) ? endpointsUnder_.at(c) : 0)));
     }
@@ -211,7 +212,9 @@ class Drawer {
     }
     for (auto& [p, k] : kids) std::sort(k.begin(), k.end());
     std::string o = "graph topology {\n";
-    o += fmt::format("  label={}; labelloc=t; fontname=\"Helvetica\"; fontsize=20;\n", quote(g_.name()));
+    o += fmt::format("  label={}; labelloc=t; fontname=\"Helvetica\"; fontsize=18;\n",
+                     quote(g_.name() + "\nedges: links x GB/s per direction; blue bus, green network, gray memory, "
+                           "purple PCIe, red down"));
     o += "  newrank=true; nodesep=0.25; ranksep=0.9;\n";
     o += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=11];\n";
     o += "  edge [fontname=\"Helvetica\", fontsize=9];\n";
