@@ -62,7 +62,7 @@ Result genClos(Graph& g, const ClosParams& p, VertexId parent, VertexId* contain
   bool racks = p.nodesPerRack > 1;  // leaves per rack, else per node
   LinkSpec up = p.uplink;
   if (up.bwGBps <= 0 && p.spines > 0)  // non-blocking: a leaf's uplinks match its downlinks
-    up.bwGBps = p.link.bwGBps * p.perNode * (racks ? p.nodesPerRack : 1) / p.spines;
+    up.bwGBps = p.link.bwGBps * p.perNode * (racks ? std::min(p.nodes, p.nodesPerRack) : 1) / p.spines;
 
   std::vector<VertexId> spines(size_t(p.planes) * p.spines);
   for (int pl = 0; pl < p.planes; ++pl)
@@ -209,7 +209,8 @@ Result genCluster(Graph& g, const ClusterParams& p, VertexId parent, VertexId* c
   const ScaleOutParams& so = p.scaleout;
   int leaves = ceilDiv(int(rails.size()), so.endpointsPerLeaf);
   LinkSpec up = so.uplink;
-  if (up.bwGBps <= 0 && so.spines > 0) up.bwGBps = so.nic.bwGBps * so.endpointsPerLeaf / so.spines;
+  if (up.bwGBps <= 0 && so.spines > 0)  // non-blocking for a full leaf
+    up.bwGBps = so.nic.bwGBps * std::min<double>(so.endpointsPerLeaf, rails.size()) / so.spines;
   std::vector<VertexId> spines(so.spines);
   for (int s = 0; s < so.spines; ++s)
     SNCL_CHECK(b.vertex(fmt::format("net.spine{}", s), attrs(VertexKind::Switch, *container, 2), &spines[s]));

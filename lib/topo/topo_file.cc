@@ -89,7 +89,7 @@ class ObjectReader {
       return c_.error(path(key), "must be an integer, not {}", v->is_number() ? v->dump() : typeName(*v));
     bool neg = v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0;
     if (!neg && v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
-      return c_.error(path(key), "{} is more than {}", v->dump(), hi);
+      return c_.error(path(key), "{} is not in [{}, {}]", v->dump(), lo, hi);
     int64_t x = v->get<int64_t>();
     if (x < lo || x > hi) return c_.error(path(key), "{} is not in [{}, {}]", x, lo, hi);
     *out = int(x);
