@@ -84,9 +84,9 @@ Result Graph::addLink(VertexId a, VertexId b, const LinkAttrs& attrs, LinkId* ou
   if (a >= vname_.size() || b >= vname_.size())
     return fail(snclInvalidArgument, "topology: link to an unknown vertex");
   if (a == b) return fail(snclInvalidArgument, "topology: link from '{}' to itself", vname_[a]);
-  if (!(attrs.bwGBps > 0 && attrs.bwGBps <= kMaxBandwidthGBps))
-    return fail(snclInvalidArgument, "topology: link {}-{}: bandwidth {} GB/s is not in (0, {}]",
-                vname_[a], vname_[b], attrs.bwGBps, kMaxBandwidthGBps);
+  if (!(attrs.bwGBps >= kMinBandwidthGBps && attrs.bwGBps <= kMaxBandwidthGBps))
+    return fail(snclInvalidArgument, "topology: link {}-{}: bandwidth {} GB/s is not in [{}, {}]",
+                vname_[a], vname_[b], attrs.bwGBps, kMinBandwidthGBps, kMaxBandwidthGBps);
   if (!(attrs.latUs >= kMinLatencyUs && attrs.latUs <= kMaxLatencyUs))
     return fail(snclInvalidArgument, "topology: link {}-{}: latency {} us is not in [{}, {}]",
                 vname_[a], vname_[b], attrs.latUs, kMinLatencyUs, kMaxLatencyUs);
@@ -137,10 +137,11 @@ LinkId Graph::findLink(VertexId a, VertexId b) const {
 
 Result Graph::setLinkState(LinkId l, LinkState s, double factor) {
   if (l >= la_.size()) return fail(snclInvalidArgument, "topology: no link {}", l);
-  if (s == LinkState::Degraded && !(factor > 0 && factor < 1))
-    return fail(snclInvalidArgument, "topology: link {}: degrade factor {} is not in (0, 1)",
-                linkName(l), factor);
-  float f = s == LinkState::Degraded ? float(factor) : 1.0f;
+  if (s == LinkState::Degraded && !(factor >= kMinDegradeFactor && factor < 1))
+    return fail(snclInvalidArgument, "topology: link {}: degrade factor {} is not in [{}, 1)",
+                linkName(l), factor, kMinDegradeFactor);
+  // Stored as a float: a factor just below 1 must stay below 1.
+  float f = s == LinkState::Degraded ? std::min(float(factor), std::nextafter(1.0f, 0.0f)) : 1.0f;
   if (lstate_[l] == uint8_t(s) && lfactor_[l] == f) return snclSuccess;
   lstate_[l] = uint8_t(s);
   lfactor_[l] = f;

@@ -86,7 +86,9 @@ struct LinkAttrs {
 // Validity limits shared by the graph and the file parser.
 inline constexpr double kMinLatencyUs = 1e-3;  // > 0 keeps equal-cost routes acyclic
 inline constexpr double kMaxLatencyUs = 1e9;
+inline constexpr double kMinBandwidthGBps = 1e-6;  // kept exact as a float, never 0
 inline constexpr double kMaxBandwidthGBps = 1e9;
+inline constexpr double kMinDegradeFactor = 1e-6;
 
 struct RouteCache;
 struct RouteCacheDeleter {
@@ -151,7 +153,7 @@ class Graph {
   std::string linkName(LinkId l) const { return vname_[la_[l]] + "-" + vname_[lb_[l]]; }
 
   // ---- health ----
-  // Down, Up, or Degraded with 0 < factor < 1 (bandwidth x factor). Bumps the epoch when
+  // Down, Up, or Degraded with kMinDegradeFactor <= factor < 1 (bandwidth x factor). Bumps the epoch when
   // the link actually changes.
   Result setLinkState(LinkId l, LinkState s, double factor = 1.0);
   uint64_t epoch() const { return epoch_; }

@@ -21,7 +21,8 @@ using json = nlohmann::json;
 
 constexpr int kMaxDepth = 64;     // deeper nesting is never a topology, and costs stack
 constexpr int64_t kMaxCount = 1 << 24;
-constexpr size_t kMaxNameLength = 256;
+constexpr size_t kMaxNameLength = 1024;   // a vertex name
+constexpr size_t kMaxPrefixLength = 256;  // generated names add a little to a prefix
 constexpr const char* kFormat = "sncl-topology/1";
 
 // JSON pointer escaping of one reference token (RFC 6901).
@@ -95,25 +96,25 @@ class ObjectReader {
     *out = int(x);
     return snclSuccess;
   }
-  // A number in [lo, hi], or (lo, hi] when loOpen.
-  Result number(const char* key, double lo, bool loOpen, double hi, const char* unit, double* out,
+  // A number in [lo, hi].
+  Result number(const char* key, double lo, double hi, const char* unit, double* out,
                 bool required = false) {
     const json* v = find(key);
     if (!v) return required ? missing(key) : snclSuccess;
     if (!v->is_number()) return c_.error(path(key), "must be a number, not {}", typeName(*v));
     double x = v->get<double>();
-    if (!std::isfinite(x) || (loOpen ? x <= lo : x < lo) || x > hi)
-      return c_.error(path(key), "{} {} is not in {}{}, {}]", v->dump(), unit, loOpen ? "(" : "[", lo, hi);
+    if (!std::isfinite(x) || x < lo || x > hi)
+      return c_.error(path(key), "{}{} is not in [{}, {}]", v->dump(), unit, lo, hi);
     *out = x;
     return snclSuccess;
   }
-  Result string(const char* key, std::string* out, bool required = false) {
+  Result string(const char* key, std::string* out, bool required = false,
+                size_t maxLength = kMaxNameLength) {
     const json* v = find(key);
     if (!v) return required ? missing(key) : snclSuccess;
     if (!v->is_string()) return c_.error(path(key), "must be a string, not {}", typeName(*v));
     *out = v->get<std::string>();
-    if (out->size() > kMaxNameLength)
-      return c_.error(path(key), "is longer than {} characters", kMaxNameLength);
+    if (out->size() > maxLength) return c_.error(path(key), "is longer than {} characters", maxLength);
     return snclSuccess;
   }
   Result boolean(const char* key, bool* out) {
@@ -137,8 +138,8 @@ class ObjectReader {
     keys_.push_back(prefix + "lat");
     keys_.push_back(prefix + "kind");
     size_t n = keys_.size();
-    SNCL_CHECK(number(keys_[n - 3].c_str(), 0, true, kMaxBandwidthGBps, "GB/s", &s->bwGBps));
-    SNCL_CHECK(number(keys_[n - 2].c_str(), kMinLatencyUs, false, kMaxLatencyUs, "us", &s->latUs));
+    SNCL_CHECK(number(keys_[n - 3].c_str(), kMinBandwidthGBps, kMaxBandwidthGBps, " GB/s", &s->bwGBps));
+    SNCL_CHECK(number(keys_[n - 2].c_str(), kMinLatencyUs, kMaxLatencyUs, " us", &s->latUs));
     return linkKind(keys_[n - 1].c_str(), &s->kind);
   }
   // Names a member nobody asked about.
@@ -166,20 +167,22 @@ Result expectObject(Ctx& c, const json& j, const std::string& ptr, const char* w
   return snclSuccess;
 }
 
-Result readCommon(ObjectReader& r, std::string* name, std::string* prefix) {
-  SNCL_CHECK(r.string("name", name));
-  return r.string("prefix", prefix);
+// name and prefix; a cluster's supernode has neither (the cluster names them sn<i>).
+Result readCommon(ObjectReader& r, bool nested, std::string* name, std::string* prefix) {
+  if (nested) return snclSuccess;
+  SNCL_CHECK(r.string("name", name, false, kMaxPrefixLength));
+  return r.string("prefix", prefix, false, kMaxPrefixLength);
 }
 
-Result readFullMesh(ObjectReader& r, FullMeshParams* p) {
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+Result readFullMesh(ObjectReader& r, bool nested, FullMeshParams* p) {
+  SNCL_CHECK(readCommon(r, nested, &p->name, &p->prefix));
   SNCL_CHECK(r.integer("endpoints", 1, kMaxCount, &p->endpoints, true));
   SNCL_CHECK(r.integer("per_node", 1, kMaxCount, &p->perNode));
   return r.link("", &p->link);
 }
 
-Result readClos(ObjectReader& r, ClosParams* p) {
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+Result readClos(ObjectReader& r, bool nested, ClosParams* p) {
+  SNCL_CHECK(readCommon(r, nested, &p->name, &p->prefix));
   SNCL_CHECK(r.integer("nodes", 1, kMaxCount, &p->nodes, true));
   SNCL_CHECK(r.integer("per_node", 1, kMaxCount, &p->perNode, true));
   SNCL_CHECK(r.integer("nodes_per_rack", 1, kMaxCount, &p->nodesPerRack));
@@ -189,8 +192,8 @@ Result readClos(ObjectReader& r, ClosParams* p) {
   return r.link("uplink_", &p->uplink);
 }
 
-Result readTorus(Ctx& c, ObjectReader& r, TorusParams* p) {
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+Result readTorus(Ctx& c, ObjectReader& r, bool nested, TorusParams* p) {
+  SNCL_CHECK(readCommon(r, nested, &p->name, &p->prefix));
   const json* dims = r.find("dims");
   if (!dims) return r.missing("dims");
   std::string dp = r.path("dims");
@@ -208,8 +211,8 @@ Result readTorus(Ctx& c, ObjectReader& r, TorusParams* p) {
   return r.link("", &p->link);
 }
 
-Result readFatTree(ObjectReader& r, FatTreeParams* p) {
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+Result readFatTree(ObjectReader& r, bool nested, FatTreeParams* p) {
+  SNCL_CHECK(readCommon(r, nested, &p->name, &p->prefix));
   SNCL_CHECK(r.integer("k", 2, 1024, &p->k, true));
   SNCL_CHECK(r.link("", &p->link));
   p->uplink = p->link;
@@ -222,10 +225,9 @@ Result readHosts(ObjectReader& r, HostsParams* p) {
   SNCL_CHECK(r.integer("per_host", 1, kMaxCount, &perHost, true));
   SNCL_CHECK(r.integer("numa_per_host", 1, 1024, &numa));
   // Checked before building the host list, which is as large as what it describes.
-  if (double(hosts) * (perHost + numa) > double(kMaxCount))
-    return r.ctx().error(r.ptr(), "hosts x (per_host + numa_per_host) is more than {}", kMaxCount);
+  SNCL_CHECK(r.ctx().budget(r.ptr(), 2 + double(hosts) * (1 + perHost + numa), double(hosts) * (1 + perHost + numa)));
   *p = uniformHosts(hosts, perHost, numa);
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+  SNCL_CHECK(readCommon(r, false, &p->name, &p->prefix));
   SNCL_CHECK(r.link("shm_", &p->shm));
   SNCL_CHECK(r.link("numa_", &p->numa));
   return r.link("nic_", &p->nic);
@@ -234,7 +236,7 @@ Result readHosts(ObjectReader& r, HostsParams* p) {
 Result readGenerator(Ctx& c, const json& j, const std::string& ptr, bool nested, GeneratorParams* out);
 
 Result readCluster(Ctx& c, ObjectReader& r, ClusterParams* p) {
-  SNCL_CHECK(readCommon(r, &p->name, &p->prefix));
+  SNCL_CHECK(readCommon(r, false, &p->name, &p->prefix));
   SNCL_CHECK(r.integer("supernodes", 1, kMaxCount, &p->supernodes, true));
   const json* sn = r.find("supernode");
   if (!sn) return r.missing("supernode");
@@ -267,10 +269,10 @@ Result readGenerator(Ctx& c, const json& j, const std::string& ptr, bool nested,
                              : "full_mesh, clos, torus, fat_tree, hosts, cluster";
   ObjectReader r(c, j, ptr, fmt::format("generator \"{}\"", type));
   r.find("type");
-  if (type == "full_mesh") SNCL_CHECK(readFullMesh(r, &out->emplace<FullMeshParams>()));
-  else if (type == "clos") SNCL_CHECK(readClos(r, &out->emplace<ClosParams>()));
-  else if (type == "torus") SNCL_CHECK(readTorus(c, r, &out->emplace<TorusParams>()));
-  else if (type == "fat_tree") SNCL_CHECK(readFatTree(r, &out->emplace<FatTreeParams>()));
+  if (type == "full_mesh") SNCL_CHECK(readFullMesh(r, nested, &out->emplace<FullMeshParams>()));
+  else if (type == "clos") SNCL_CHECK(readClos(r, nested, &out->emplace<ClosParams>()));
+  else if (type == "torus") SNCL_CHECK(readTorus(c, r, nested, &out->emplace<TorusParams>()));
+  else if (type == "fat_tree") SNCL_CHECK(readFatTree(r, nested, &out->emplace<FatTreeParams>()));
   else if (!nested && type == "hosts") SNCL_CHECK(readHosts(r, &out->emplace<HostsParams>()));
   else if (!nested && type == "cluster") SNCL_CHECK(readCluster(c, r, &out->emplace<ClusterParams>()));
   else return c.error(ptr + "/type", "unknown generator \"{}\" (known: {})", type, known);
@@ -355,17 +357,17 @@ Result readLinks(Ctx& c, const json& arr) {
     SNCL_CHECK(lookup(c, r, "b", true, &b));
     if (a == b) return c.error(ptr, "links \"{}\" to itself", c.g.vertexName(a));
     LinkSpec s{0, 0, LinkKind::Bus};
-    SNCL_CHECK(r.number("bw", 0, true, kMaxBandwidthGBps, "GB/s", &s.bwGBps, true));
-    SNCL_CHECK(r.number("lat", kMinLatencyUs, false, kMaxLatencyUs, "us", &s.latUs, true));
+    SNCL_CHECK(r.number("bw", kMinBandwidthGBps, kMaxBandwidthGBps, " GB/s", &s.bwGBps, true));
+    SNCL_CHECK(r.number("lat", kMinLatencyUs, kMaxLatencyUs, " us", &s.latUs, true));
     SNCL_CHECK(r.linkKind("kind", &s.kind));
     std::string state = "up";
     double factor = 1;
     SNCL_CHECK(r.string("state", &state));
-    SNCL_CHECK(r.number("factor", 0, true, 1, "", &factor));
+    SNCL_CHECK(r.number("factor", kMinDegradeFactor, 1, "", &factor));
     if (state != "up" && state != "down" && state != "degraded")
       return c.error(r.path("state"), "unknown state \"{}\" (known: up, down, degraded)", state);
     if (state == "degraded" && !(factor < 1))
-      return c.error(ptr, "a degraded link needs \"factor\" in (0, 1)");
+      return c.error(ptr, "a degraded link needs \"factor\" in [{}, 1)", kMinDegradeFactor);
     SNCL_CHECK(r.finish());
     if (LinkId dup = c.g.findLink(a, b); dup != kNone)
       return c.error(ptr, "duplicate link {}-{} (first made by {})", c.g.vertexName(a),
