@@ -222,3 +222,28 @@ TEST_CASE("a cluster prefers the bus inside a supernode and the network across")
   for (const LinkShare& s : out.shares) usesNet |= g.linkKind(s.link) == LinkKind::Net;
   CHECK(usesNet);
 }
+
+TEST_CASE("pairs attached alike reuse one route, each with its own first and last links") {
+  Graph g = build(smallClos());
+  Route first = route(g, "n0.e0", "n2.e0");
+  Route second = route(g, "n0.e1", "n2.e1");  // same leaves at both ends: from the template
+  VertexId src = g.findVertex("n0.e1"), dst = g.findVertex("n2.e1");
+  CHECK(second.src == src);
+  CHECK(second.dst == dst);
+  CHECK(second.bandwidthGBps == first.bandwidthGBps);
+  CHECK(second.latencyUs == first.latencyUs);
+  CHECK(second.pathCount == first.pathCount);
+  REQUIRE(second.shares.size() == first.shares.size());
+  for (const LinkShare& s : second.shares) {
+    CHECK(s.from != first.src);
+    CHECK(s.to != first.dst);
+    CHECK(s.link == g.findLink(s.from, s.to));
+  }
+  checkConservation(g, second);
+  // Both ends in one node, in either direction.
+  Route there = route(g, "n1.e0", "n1.e1"), back = route(g, "n1.e1", "n1.e0");
+  CHECK(back.hops == 2);
+  for (const LinkShare& s : back.shares) CHECK(s.link == g.findLink(s.from, s.to));
+  checkConservation(g, back);
+  CHECK(there.bandwidthGBps == back.bandwidthGBps);
+}

@@ -72,44 +72,235 @@ Distances dijkstra(const Graph& g, const Start& start) {
   return dist;
 }
 
-}  // namespace
+struct Arc {
+  VertexId u, v;
+  LinkId l;
+};
 
-// Bounded LRU of shortest-path trees keyed by Start::key, valid for one epoch.
-struct RouteCache {
+// Per-thread working memory of route(): a vertex -> DAG index map that is cleared by
+// bumping a generation instead of touching every vertex, and reusable vectors.
+struct Scratch {
+  std::vector<uint32_t> stamp, idx;
+  uint32_t gen = 0;
+  std::vector<Arc> arcs, sorted;
+  std::vector<VertexId> verts;
+  std::vector<uint32_t> order, pos, bucket;
+  std::vector<double> cap, frac, count;
+  std::vector<int> hops;
+
+  bool marked(VertexId v) const { return stamp[v] == gen; }
+  void mark(VertexId v, uint32_t i) {
+    stamp[v] = gen;
+    idx[v] = i;
+  }
+  uint32_t index(VertexId v) const { return idx[v]; }
+};
+
+Scratch& scratch(size_t vertices) {
+  thread_local Scratch sc;
+  if (sc.stamp.size() < vertices) {
+    sc.stamp.assign(vertices, 0);
+    sc.idx.resize(vertices);
+    sc.gen = 0;
+  }
+  if (++sc.gen == 0) {  // wrapped: forget every old mark
+    std::fill(sc.stamp.begin(), sc.stamp.end(), 0);
+    sc.gen = 1;
+  }
+  return sc;
+}
+
+
+// Bounded LRU of values keyed by strings, sized in bytes, valid for one epoch.
+template <class V>
+class Lru {
+ public:
+  explicit Lru(size_t capacityBytes) : capacity_(capacityBytes) {}
+  std::shared_ptr<const V> get(const std::string& key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->value;
+  }
+  void put(const std::string& key, std::shared_ptr<const V> value, size_t bytes) {
+    if (index_.count(key)) return;
+    lru_.push_front({key, std::move(value), bytes});
+    index_[key] = lru_.begin();
+    used_ += bytes;
+    while (used_ > capacity_ && lru_.size() > 1) {
+      used_ -= lru_.back().bytes;
+      index_.erase(lru_.back().key);
+      lru_.pop_back();
+    }
+  }
+  void clear() {
+    lru_.clear();
+    index_.clear();
+    used_ = 0;
+  }
+
+ private:
   struct Entry {
     std::string key;
-    std::shared_ptr<const Distances> dist;
+    std::shared_ptr<const V> value;
+    size_t bytes;
   };
+  size_t capacity_, used_ = 0;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+};
+
+// A route between two endpoints that do not forward, with their own links left out: it
+// serves every pair of endpoints attached exactly like them (same neighbours, latencies,
+// bandwidths), e.g. any NPU of one rack to any NPU of another. kEnd marks src or dst.
+constexpr VertexId kEnd = kNone;
+struct Template {
+  Route route;  // shares touching src or dst have link kNone and kEnd in from or to
+};
+
+// Where a non-forwarding vertex attaches, with bandwidth: the key of route templates.
+std::string attachmentKey(const Graph& g, VertexId v) {
+  std::vector<std::tuple<VertexId, float, float>> att;
+  auto links = g.linksOf(v);
+  auto peers = g.neighborsOf(v);
+  for (size_t i = 0; i < links.size(); ++i)
+    if (g.linkUsable(links[i]))
+      att.emplace_back(peers[i], float(g.linkLatencyUs(links[i])), float(g.linkBandwidthGBps(links[i])));
+  std::sort(att.begin(), att.end());
+  std::string key(reinterpret_cast<const char*>(att.data()), att.size() * sizeof(att[0]));
+  return key;
+}
+
+void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dist, Route& r) {
+
+  // Walk back from dst over the links that lie on some shortest path; that is the
+  // equal-cost DAG. A non-forwarding src is only entered through its own links.
+  Scratch& sc = scratch(g.vertexCount());
+  std::vector<Arc>& arcs = sc.arcs;
+  std::vector<VertexId>& verts = sc.verts;
+  arcs.clear();
+  verts.assign(1, dst);
+  sc.mark(dst, 0);
+  for (size_t next = 0; next < verts.size(); ++next) {
+    VertexId v = verts[next];
+    double dv = dist[v];
+    auto links = g.linksOf(v);
+    auto peers = g.neighborsOf(v);
+    for (size_t i = 0; i < links.size(); ++i) {
+      VertexId u = peers[i];
+      LinkId l = links[i];
+      if (u == src) {
+        if (g.linkUsable(l) && sameCost(g.linkLatencyUs(l), dv)) arcs.push_back({u, v, l});
+        continue;
+      }
+      // Distances first: they are compact and rule out most neighbours of a busy switch
+      // before the scattered link arrays are touched.
+      double du = dist[u];
+      if (!(du < dv) || !g.forwards(u) || !g.linkUsable(l) || !sameCost(du + g.linkLatencyUs(l), dv)) continue;
+      arcs.push_back({u, v, l});
+      if (!sc.marked(u)) {
+        sc.mark(u, uint32_t(verts.size()));
+        verts.push_back(u);
+      }
+    }
+  }
+  sc.mark(src, uint32_t(verts.size()));
+  verts.push_back(src);
+
+  // Topological order = increasing distance (every link adds latency); arcs are bucketed
+  // by the position of their tail, keeping the walk's (deterministic) order within one.
+  size_t n = verts.size();
+  auto distOf = [&](VertexId v) { return v == src ? 0.0 : dist[v]; };
+  std::vector<uint32_t>& order = sc.order;
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i) order[i] = uint32_t(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    double da = distOf(verts[a]), db = distOf(verts[b]);
+    return da != db ? da < db : verts[a] < verts[b];
+  });
+  std::vector<uint32_t>& pos = sc.pos;
+  pos.resize(n);
+  for (size_t i = 0; i < n; ++i) pos[order[i]] = uint32_t(i);
+  std::vector<uint32_t>& bucket = sc.bucket;
+  bucket.assign(n + 1, 0);
+  for (const Arc& a : arcs) ++bucket[pos[sc.index(a.u)] + 1];
+  for (size_t i = 0; i < n; ++i) bucket[i + 1] += bucket[i];
+  std::vector<Arc>& sorted = sc.sorted;
+  sorted.resize(arcs.size());
+  for (const Arc& a : arcs) sorted[bucket[pos[sc.index(a.u)]]++] = a;
+
+  // Capacity downstream of each vertex (reverse order), then the split (forward order).
+  std::vector<double>& cap = sc.cap;
+  std::vector<double>& frac = sc.frac;
+  std::vector<double>& count = sc.count;
+  std::vector<int>& hops = sc.hops;
+  cap.assign(n, 0.0);
+  frac.assign(n, 0.0);
+  count.assign(n, 0.0);
+  hops.assign(n, INT32_MAX);
+  cap[sc.index(dst)] = kInf;
+  for (size_t i = sorted.size(); i-- > 0;) {
+    const Arc& a = sorted[i];
+    cap[sc.index(a.u)] += std::min(g.linkBandwidthGBps(a.l), cap[sc.index(a.v)]);
+  }
+  uint32_t s = sc.index(src);
+  frac[s] = 1.0;
+  count[s] = 1.0;
+  hops[s] = 0;
+  r.shares.reserve(sorted.size());
+  r.bandwidthGBps = kInf;
+  for (const Arc& a : sorted) {
+    uint32_t u = sc.index(a.u), v = sc.index(a.v);
+    double bw = g.linkBandwidthGBps(a.l);
+    double f = frac[u] * std::min(bw, cap[v]) / cap[u];
+    frac[v] += f;
+    count[v] += count[u];
+    hops[v] = std::min(hops[v], hops[u] + 1);
+    r.shares.push_back({a.l, a.u, a.v, f});
+    if (f > 0) r.bandwidthGBps = std::min(r.bandwidthGBps, bw / f);
+  }
+  r.reachable = true;
+  r.latencyUs = dist[dst];
+  r.hops = hops[sc.index(dst)];
+  r.pathCount = count[sc.index(dst)];
+}
+}  // namespace
+
+// Shortest-path trees by start (sized by their distances) and route templates by the
+// attachments of their two ends; both dropped when the epoch changes.
+struct RouteCache {
   std::mutex mu;
   uint64_t epoch = 0;
-  size_t capacity = 2;
-  std::list<Entry> lru;  // most recent first
-  std::unordered_map<std::string, std::list<Entry>::iterator> index;
+  Lru<Distances> trees{kCacheBytes};
+  Lru<Template> templates{kCacheBytes / 2};
 
-  std::shared_ptr<const Distances> get(const Graph& g, const Start& start) {
+  void sync(const Graph& g) {  // with mu held
+    if (epoch == g.epoch()) return;
+    trees.clear();
+    templates.clear();
+    epoch = g.epoch();
+  }
+  std::shared_ptr<const Distances> tree(const Graph& g, const Start& start) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (epoch != g.epoch()) {
-        lru.clear();
-        index.clear();
-        epoch = g.epoch();
-      }
-      auto it = index.find(start.key);
-      if (it != index.end()) {
-        lru.splice(lru.begin(), lru, it->second);
-        return it->second->dist;
-      }
+      sync(g);
+      if (auto d = trees.get(start.key)) return d;
     }
     auto dist = std::make_shared<const Distances>(dijkstra(g, start));
     std::lock_guard<std::mutex> lock(mu);
-    if (index.count(start.key) || epoch != g.epoch()) return dist;
-    lru.push_front({start.key, dist});
-    index[start.key] = lru.begin();
-    if (lru.size() > capacity) {
-      index.erase(lru.back().key);
-      lru.pop_back();
-    }
+    sync(g);
+    trees.put(start.key, dist, dist->size() * sizeof(double));
     return dist;
+  }
+  std::shared_ptr<const Template> findTemplate(const Graph& g, const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu);
+    sync(g);
+    return templates.get(key);
+  }
+  void addTemplate(const Graph& g, const std::string& key, std::shared_ptr<const Template> t) {
+    std::lock_guard<std::mutex> lock(mu);
+    sync(g);
+    templates.put(key, t, sizeof(Template) + t->route.shares.size() * sizeof(LinkShare) + key.size());
   }
 };
 
@@ -117,10 +308,54 @@ void RouteCacheDeleter::operator()(RouteCache* c) const { delete c; }
 
 RouteCache* newRouteCache(const Graph& g) {
   auto* c = new RouteCache;
-  c->capacity = std::max<size_t>(2, kCacheBytes / (sizeof(double) * std::max<size_t>(1, g.vertexCount())));
   c->epoch = g.epoch();
   return c;
 }
+
+namespace {
+
+// The link from v to peer (pairs of vertices have at most one), via v's links sorted by peer.
+LinkId linkTo(const std::vector<std::pair<VertexId, LinkId>>& byPeer, VertexId peer) {
+  auto it = std::lower_bound(byPeer.begin(), byPeer.end(), std::pair<VertexId, LinkId>{peer, 0});
+  return it != byPeer.end() && it->first == peer ? it->second : kNone;
+}
+
+std::vector<std::pair<VertexId, LinkId>> linksByPeer(const Graph& g, VertexId v) {
+  std::vector<std::pair<VertexId, LinkId>> out;
+  auto links = g.linksOf(v);
+  auto peers = g.neighborsOf(v);
+  for (size_t i = 0; i < links.size(); ++i) out.emplace_back(peers[i], links[i]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void instantiate(const Graph& g, const Template& t, VertexId src, VertexId dst, Route& r) {
+  uint64_t epoch = r.epoch;
+  r = t.route;
+  r.src = src;
+  r.dst = dst;
+  r.epoch = epoch;
+  auto srcLinks = linksByPeer(g, src), dstLinks = linksByPeer(g, dst);
+  for (LinkShare& s : r.shares) {
+    if (s.from == kEnd && s.to == kEnd) s.from = src, s.to = dst, s.link = linkTo(srcLinks, dst);
+    else if (s.from == kEnd) s.from = src, s.link = linkTo(srcLinks, s.to);
+    else if (s.to == kEnd) s.to = dst, s.link = linkTo(dstLinks, s.from);
+  }
+}
+
+std::shared_ptr<const Template> makeTemplate(const Route& r) {
+  auto t = std::make_shared<Template>();
+  t->route = r;
+  for (LinkShare& s : t->route.shares) {
+    bool fromSrc = s.from == r.src, toDst = s.to == r.dst;
+    if (fromSrc) s.from = kEnd;
+    if (toDst) s.to = kEnd;
+    if (fromSrc || toDst) s.link = kNone;
+  }
+  return t;
+}
+
+}  // namespace
 
 Result Graph::routeRanks(int src, int dst, Route* out) const {
   if (src < 0 || src >= rankCount() || dst < 0 || dst >= rankCount())
@@ -144,87 +379,20 @@ Result Graph::route(VertexId src, VertexId dst, Route* out) const {
     r.pathCount = 1;
     return snclSuccess;
   }
-  Start start = startOf(*this, src);
-  std::shared_ptr<const Distances> distPtr = routeCache_->get(*this, start);
-  const Distances& dist = *distPtr;
-  if (dist[dst] == kInf) return snclSuccess;  // unreachable: reachable stays false
-
-  // Walk back from dst over the links that lie on some shortest path; that is the
-  // equal-cost DAG. A non-forwarding src is only entered through its own links.
-  struct Arc {
-    VertexId u, v;
-    LinkId l;
-  };
-  std::vector<Arc> arcs;
-  std::unordered_map<VertexId, uint32_t> local;  // DAG vertex -> index in `verts`
-  std::vector<VertexId> verts{dst};
-  local.emplace(dst, 0);
-  for (size_t next = 0; next < verts.size(); ++next) {
-    VertexId v = verts[next];
-    auto links = linksOf(v);
-    auto peers = neighborsOf(v);
-    for (size_t i = 0; i < links.size(); ++i) {
-      LinkId l = links[i];
-      VertexId u = peers[i];
-      if (!linkUsable(l)) continue;
-      double w = linkLatencyUs(l);
-      if (u == src) {
-        if (sameCost(w, dist[v])) arcs.push_back({u, v, l});
-        continue;
-      }
-      if (!forwards(u) || dist[u] == kInf || !sameCost(dist[u] + w, dist[v])) continue;
-      arcs.push_back({u, v, l});
-      if (local.emplace(u, uint32_t(verts.size())).second) verts.push_back(u);
+  // Two endpoints that only send and receive: a pair attached like them may have been
+  // routed already.
+  std::string key;
+  if (!forwards(src) && !forwards(dst)) {
+    key = attachmentKey(*this, src) + '|' + attachmentKey(*this, dst);
+    if (auto t = routeCache_->findTemplate(*this, key)) {
+      instantiate(*this, *t, src, dst, r);
+      return snclSuccess;
     }
   }
-  local.emplace(src, uint32_t(verts.size()));
-  verts.push_back(src);
-
-  // Topological order = increasing distance (every link adds latency).
-  auto distOf = [&](VertexId v) { return v == src ? 0.0 : dist[v]; };
-  std::vector<uint32_t> order(verts.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    double da = distOf(verts[a]), db = distOf(verts[b]);
-    return da != db ? da < db : verts[a] < verts[b];
-  });
-  std::vector<uint32_t> pos(verts.size());
-  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = uint32_t(i);
-  std::sort(arcs.begin(), arcs.end(), [&](const Arc& a, const Arc& b) {
-    uint32_t pa = pos[local[a.u]], pb = pos[local[b.u]];
-    if (pa != pb) return pa < pb;
-    uint32_t qa = pos[local[a.v]], qb = pos[local[b.v]];
-    return qa != qb ? qa < qb : a.l < b.l;
-  });
-
-  // Capacity downstream of each vertex (reverse order), then the split (forward order).
-  size_t n = verts.size();
-  std::vector<double> cap(n, 0.0), frac(n, 0.0), count(n, 0.0);
-  std::vector<int> hops(n, INT32_MAX);
-  cap[local[dst]] = kInf;
-  for (size_t i = arcs.size(); i-- > 0;) {
-    const Arc& a = arcs[i];
-    cap[local[a.u]] += std::min(linkBandwidthGBps(a.l), cap[local[a.v]]);
-  }
-  frac[local[src]] = 1.0;
-  count[local[src]] = 1.0;
-  hops[local[src]] = 0;
-  r.shares.reserve(arcs.size());
-  r.bandwidthGBps = kInf;
-  for (const Arc& a : arcs) {
-    uint32_t u = local[a.u], v = local[a.v];
-    double bw = linkBandwidthGBps(a.l);
-    double f = frac[u] * std::min(bw, cap[v]) / cap[u];
-    frac[v] += f;
-    count[v] += count[u];
-    hops[v] = std::min(hops[v], hops[u] + 1);
-    r.shares.push_back({a.l, a.u, a.v, f});
-    if (f > 0) r.bandwidthGBps = std::min(r.bandwidthGBps, bw / f);
-  }
-  r.reachable = true;
-  r.latencyUs = dist[dst];
-  r.hops = hops[local[dst]];
-  r.pathCount = count[local[dst]];
+  std::shared_ptr<const Distances> dist = routeCache_->tree(*this, startOf(*this, src));
+  if ((*dist)[dst] == kInf) return snclSuccess;  // unreachable: reachable stays false
+  buildRoute(*this, src, dst, *dist, r);
+  if (!key.empty()) routeCache_->addTemplate(*this, key, makeTemplate(r));
   return snclSuccess;
 }
 
