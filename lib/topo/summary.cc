@@ -151,9 +151,9 @@ Summary summarize(const Graph& g, bool withBisection) {
 }
 
 namespace {
-std::string range(double lo, double hi) {
-  return lo == hi ? fmt::format("{:.6g}", lo) : fmt::format("{:.6g}..{:.6g}", lo, hi);
-}
+// Whole numbers stay whole (no 8.38861e+06 for a bisection of 8,388,608 GB/s).
+std::string num(double x) { return x >= 1e5 ? fmt::format("{:.0f}", x) : fmt::format("{:.6g}", x); }
+std::string range(double lo, double hi) { return lo == hi ? num(lo) : num(lo) + ".." + num(hi); }
 }  // namespace
 
 std::string formatSummary(const Graph& g, const Summary& s) {
@@ -171,8 +171,19 @@ std::string formatSummary(const Graph& g, const Summary& s) {
     o += fmt::format("  {:<10} {:>6} x {:<9}{}\n", levelName(c.level), c.groups,
                      range(c.minMembers, c.maxMembers), c.defined ? "" : "  (not defined: as the level below)");
   }
-  o += fmt::format("ranks      {} mapped ({})\n", g.rankCount(),
+  o += fmt::format("ranks      {} mapped ({}); levels:", g.rankCount(),
                    g.rankOrder().empty() ? "in endpoint order" : "by rank_map");
+  std::vector<Level> levels = g.rankLevels();
+  for (Level l : levels) {
+    int lo = INT32_MAX, hi = 0;
+    for (int k = 0; k < g.rankGroupCount(l); ++k) {
+      int m = int(g.rankGroupMembers(l, k).size());
+      lo = std::min(lo, m);
+      hi = std::max(hi, m);
+    }
+    o += fmt::format(" {} {} x {}", levelName(l), g.rankGroupCount(l), range(lo, hi));
+  }
+  o += levels.empty() ? " none\n" : "\n";
   o += fmt::format("injection  {} GB/s per endpoint", range(s.injectionTotalMin, s.injectionTotalMax));
   std::string parts;
   for (int k = 0; k < kNumLinkKinds; ++k)
@@ -183,7 +194,7 @@ std::string formatSummary(const Graph& g, const Summary& s) {
   o += "\n";
   if (s.bisectionGBps >= 0) {
     size_t half = g.endpointCount() / 2;
-    o += fmt::format("bisection  {:.6g} GB/s one way, endpoints [0,{}) -> [{},{})", s.bisectionGBps, half,
+    o += fmt::format("bisection  {} GB/s one way, endpoints [0,{}) -> [{},{})", num(s.bisectionGBps), half,
                      half, g.endpointCount());
     if (s.halfInjectionGBps > 0)
       o += fmt::format(" = {:.3g}% of the first half's injection", 100.0 * s.bisectionGBps / s.halfInjectionGBps);
