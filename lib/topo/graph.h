@@ -233,7 +233,6 @@ class Graph {
   std::array<LevelTable, kNumLevels> rankLevels_;
 
   std::unique_ptr<RouteCache, RouteCacheDeleter> routeCache_;
-  friend struct RouteCache;
 };
 
 }  // namespace sncl::topo

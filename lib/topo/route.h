@@ -9,8 +9,10 @@
 //
 // Routes are computed per source on demand (Dijkstra) and cached by the source's
 // attachment: endpoints that hang off the same switches with the same latencies share one
-// shortest-path tree, so a 15k-endpoint Clos needs one per rack, not one per endpoint. The
-// cache is bounded (64 MiB of distances) and dropped when the epoch changes.
+// shortest-path tree, so a 15k-endpoint Clos needs one per rack, not one per endpoint. A
+// route between two such endpoints is also kept as a template for every pair attached
+// alike (rack to rack). Both caches are bounded LRUs (64 MiB of distances, 32 MiB of
+// templates), dropped when the epoch changes. No all-pairs table is ever built.
 #pragma once
 
 #include <cstdint>
