@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -43,6 +44,8 @@ const char* linkColor(LinkKind k) {
   }
   return "black";
 }
+
+constexpr const char* kPlainColor[kNumLinkKinds] = {"blue", "gray", "purple", "green"};  // for the legend
 
 struct Box {
   VertexId cluster = kNone;  // container it is drawn in
@@ -136,6 +139,8 @@ class Drawer {
   void addLink(LinkId l) {
     auto a = boxOf_.find(g_.linkA(l)), b = boxOf_.find(g_.linkB(l));
     if (a == boxOf_.end() || b == boxOf_.end()) return;
+    kindSeen_[int(g_.linkKind(l))] = true;
+    anyDown_ |= g_.linkState(l) == LinkState::Down;
     if (a->second == b->second) {
       ++boxes_[a->second].internalLinks;
       return;
@@ -212,9 +217,13 @@ class Drawer {
     }
     for (auto& [p, k] : kids) std::sort(k.begin(), k.end());
     std::string o = "graph topology {\n";
+    // The legend names only the link kinds that appear.
+    std::string legend;
+    for (int k = 0; k < kNumLinkKinds; ++k)
+      if (kindSeen_[k]) legend += fmt::format("; {}: {}", kPlainColor[k], kindName(LinkKind(k)));
+    if (anyDown_) legend += "; red dashed: down";
     o += fmt::format("  label={}; labelloc=t; fontname=\"Helvetica\"; fontsize=18;\n",
-                     quote(g_.name() + "\nedges: links x GB/s per direction; blue bus, green network, gray memory, "
-                           "purple PCIe, red down"));
+                     quote(g_.name() + "\nedges: links x GB/s per direction" + legend));
     o += "  newrank=true; nodesep=0.25; ranksep=0.9;\n";
     o += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=11];\n";
     o += "  edge [fontname=\"Helvetica\", fontsize=9];\n";
@@ -235,6 +244,8 @@ class Drawer {
   std::unordered_map<VertexId, size_t> boxOf_;
   std::map<std::pair<size_t, size_t>, Edge> edges_;
   std::unordered_map<VertexId, size_t> endpointsUnder_;
+  std::array<bool, kNumLinkKinds> kindSeen_{};
+  bool anyDown_ = false;
 };
 
 }  // namespace

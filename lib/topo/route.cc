@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -31,12 +32,23 @@ struct Start {
   std::vector<std::pair<VertexId, double>> seeds;
 };
 
+// The seeds as bytes: a forwarding source is keyed by itself, any other by its seeds.
+std::string seedKey(char tag, const std::vector<std::pair<VertexId, double>>& seeds) {
+  constexpr size_t kItem = sizeof(VertexId) + sizeof(double);
+  std::string key(1 + seeds.size() * kItem, '\0');
+  key[0] = tag;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    std::memcpy(&key[1 + i * kItem], &seeds[i].first, sizeof(VertexId));
+    std::memcpy(&key[1 + i * kItem + sizeof(VertexId)], &seeds[i].second, sizeof(double));
+  }
+  return key;
+}
+
 Start startOf(const Graph& g, VertexId src) {
   Start s;
   if (g.forwards(src)) {
-    s.key.assign("F");
-    s.key.append(reinterpret_cast<const char*>(&src), sizeof(src));
     s.seeds.emplace_back(src, 0.0);
+    s.key = seedKey('F', s.seeds);
     return s;
   }
   auto links = g.linksOf(src);
@@ -44,11 +56,7 @@ Start startOf(const Graph& g, VertexId src) {
   for (size_t i = 0; i < links.size(); ++i)
     if (g.linkUsable(links[i])) s.seeds.emplace_back(peers[i], g.linkLatencyUs(links[i]));
   std::sort(s.seeds.begin(), s.seeds.end());
-  s.key.assign("N");
-  for (auto& [v, lat] : s.seeds) {
-    s.key.append(reinterpret_cast<const char*>(&v), sizeof(v));
-    s.key.append(reinterpret_cast<const char*>(&lat), sizeof(lat));
-  }
+  s.key = seedKey('N', s.seeds);
   return s;
 }
 
