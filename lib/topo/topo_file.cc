@@ -437,6 +437,24 @@ Result parseDocument(Ctx& c, const json& doc) {
 
 struct TooDeep {};
 
+// nlohmann's DOM builder with a nesting limit. (Its callback parser could do this too, but
+// it rescans a container each time a child ends: quadratic on a file of 100k links.)
+class DepthLimitedParser : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  explicit DepthLimitedParser(json& root) : json_sax_dom_parser(root, /*allow_exceptions=*/true) {}
+  bool start_object(std::size_t n) { return deeper() && json_sax_dom_parser::start_object(n); }
+  bool start_array(std::size_t n) { return deeper() && json_sax_dom_parser::start_array(n); }
+  bool end_object() { return --depth_, json_sax_dom_parser::end_object(); }
+  bool end_array() { return --depth_, json_sax_dom_parser::end_array(); }
+
+ private:
+  bool deeper() {
+    if (++depth_ > kMaxDepth) throw TooDeep{};
+    return true;
+  }
+  int depth_ = 0;
+};
+
 }  // namespace
 
 Result parseTopology(std::string_view text, const std::string& source, Graph* out,
@@ -445,12 +463,9 @@ Result parseTopology(std::string_view text, const std::string& source, Graph* ou
   Ctx c{source, limits, g, {}, {}};
   json doc;
   try {
-    json::parser_callback_t depthGuard = [](int depth, json::parse_event_t, json&) {
-      if (depth > kMaxDepth) throw TooDeep{};
-      return true;
-    };
-    doc = json::parse(text.begin(), text.end(), depthGuard, /*allow_exceptions=*/true,
-                      /*ignore_comments=*/true);
+    DepthLimitedParser builder(doc);
+    json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,
+                    /*strict=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
     // The byte offset points just past the offending character.
     size_t upto = std::min(text.size(), e.byte > 0 ? size_t(e.byte - 1) : size_t(0));
