@@ -2,8 +2,10 @@
 // down links, degraded links, and the per-source cache.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include "lib/topo/generators.h"
 #include "lib/topo/route.h"
@@ -246,4 +248,32 @@ TEST_CASE("pairs attached alike reuse one route, each with its own first and las
   for (const LinkShare& s : back.shares) CHECK(s.link == g.findLink(s.from, s.to));
   checkConservation(g, back);
   CHECK(there.bandwidthGBps == back.bandwidthGBps);
+}
+
+TEST_CASE("routes from several threads at once agree with routes from one") {
+  ClusterParams p;
+  p.supernodes = 2;
+  p.supernode = smallClos();
+  p.scaleout.endpointsPerLeaf = 4;
+  p.scaleout.spines = 2;
+  Graph serial = build(p), shared = build(p);
+  int n = serial.rankCount();
+  std::vector<Route> expect(size_t(n) * n);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) REQUIRE(serial.routeRanks(a, b, &expect[size_t(a) * n + b]) == snclSuccess);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < n * n; ++i) {
+        int k = (i * 7 + t * 13) % (n * n);  // each thread in its own order
+        Route r;
+        if (shared.routeRanks(k / n, k % n, &r) != snclSuccess) ++mismatches;
+        const Route& e = expect[k];
+        if (r.latencyUs != e.latencyUs || r.bandwidthGBps != e.bandwidthGBps || r.shares.size() != e.shares.size())
+          ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(mismatches == 0);
 }

@@ -6,11 +6,11 @@
 #include <limits>
 #include <list>
 #include <mutex>
-#include <queue>
 #include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sncl::topo {
 namespace {
@@ -60,26 +60,45 @@ Start startOf(const Graph& g, VertexId src) {
   return s;
 }
 
-Distances dijkstra(const Graph& g, const Start& start) {
-  Distances dist(g.vertexCount(), kInf);
+// A shortest-path tree grown only as far as routes have asked: Dijkstra stops once every
+// vertex up to the requested destination's distance is settled, and resumes from its heap
+// when a farther destination is asked for. Routes to near destinations (inside a node)
+// then cost a handful of steps, however large the graph.
+struct Tree {
   using Item = std::pair<double, VertexId>;
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> pq;
-  for (auto& [v, d] : start.seeds)
-    if (d < dist[v]) dist[v] = d, pq.emplace(d, v);
-  while (!pq.empty()) {
-    auto [d, v] = pq.top();
-    pq.pop();
-    if (d > dist[v] || !g.forwards(v)) continue;  // stale, or a vertex that only receives
-    auto links = g.linksOf(v);
-    auto peers = g.neighborsOf(v);
-    for (size_t i = 0; i < links.size(); ++i) {
-      if (!g.linkUsable(links[i])) continue;
-      double nd = d + g.linkLatencyUs(links[i]);
-      if (nd < dist[peers[i]]) dist[peers[i]] = nd, pq.emplace(nd, peers[i]);
-    }
+  std::mutex mu;  // held while growing and while a route reads dist
+  Distances dist;
+  std::vector<Item> heap;  // min-heap of tentative distances, with stale entries
+
+  Tree(const Graph& g, const Start& start) : dist(g.vertexCount(), kInf) {
+    for (auto& [v, d] : start.seeds)
+      if (d < dist[v]) dist[v] = d, heap.emplace_back(d, v);
+    std::make_heap(heap.begin(), heap.end(), std::greater<Item>());
   }
-  return dist;
-}
+
+  // Afterwards dist[v] is exact for every vertex no farther than dst, and every other
+  // vertex's (tentative) distance is larger than dst's.
+  void growTo(const Graph& g, VertexId dst) {
+    while (!heap.empty() && heap.front().first <= dist[dst]) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<Item>());
+      auto [d, v] = heap.back();
+      heap.pop_back();
+      if (d > dist[v] || !g.forwards(v)) continue;  // stale, or a vertex that only receives
+      auto links = g.linksOf(v);
+      auto peers = g.neighborsOf(v);
+      for (size_t i = 0; i < links.size(); ++i) {
+        if (!g.linkUsable(links[i])) continue;
+        double nd = d + g.linkLatencyUs(links[i]);
+        if (nd < dist[peers[i]]) {
+          dist[peers[i]] = nd;
+          heap.emplace_back(nd, peers[i]);
+          std::push_heap(heap.begin(), heap.end(), std::greater<Item>());
+        }
+      }
+    }
+    if (heap.empty()) heap.shrink_to_fit();  // fully grown
+  }
+};
 
 struct Arc {
   VertexId u, v;
@@ -125,13 +144,13 @@ template <class V>
 class Lru {
  public:
   explicit Lru(size_t capacityBytes) : capacity_(capacityBytes) {}
-  std::shared_ptr<const V> get(const std::string& key) {
+  std::shared_ptr<V> get(const std::string& key) {
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->value;
   }
-  void put(const std::string& key, std::shared_ptr<const V> value, size_t bytes) {
+  void put(const std::string& key, std::shared_ptr<V> value, size_t bytes) {
     if (index_.count(key)) return;
     lru_.push_front({key, std::move(value), bytes});
     index_[key] = lru_.begin();
@@ -151,7 +170,7 @@ class Lru {
  private:
   struct Entry {
     std::string key;
-    std::shared_ptr<const V> value;
+    std::shared_ptr<V> value;
     size_t bytes;
   };
   size_t capacity_, used_ = 0;
@@ -166,6 +185,18 @@ constexpr VertexId kEnd = kNone;
 struct Template {
   Route route;  // shares touching src or dst have link kNone and kEnd in from or to
 };
+
+std::shared_ptr<const Template> makeTemplate(const Route& r) {
+  auto t = std::make_shared<Template>();
+  t->route = r;
+  for (LinkShare& s : t->route.shares) {
+    bool fromSrc = s.from == r.src, toDst = s.to == r.dst;
+    if (fromSrc) s.from = kEnd;
+    if (toDst) s.to = kEnd;
+    if (fromSrc || toDst) s.link = kNone;
+  }
+  return t;
+}
 
 // Where a non-forwarding vertex attaches, with bandwidth: the key of route templates.
 std::string attachmentKey(const Graph& g, VertexId v) {
@@ -280,35 +311,38 @@ void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dis
 struct RouteCache {
   std::mutex mu;
   uint64_t epoch = 0;
-  Lru<Distances> trees{kCacheBytes};
-  Lru<Template> templates{kCacheBytes / 2};
+  Lru<Tree> trees{kCacheBytes};
+  Lru<const Template> templates{kCacheBytes / 2};
+  std::unordered_set<size_t> pairsSeen;  // template keys asked for once (hashes)
 
   void sync(const Graph& g) {  // with mu held
     if (epoch == g.epoch()) return;
     trees.clear();
     templates.clear();
+    pairsSeen.clear();
     epoch = g.epoch();
   }
-  std::shared_ptr<const Distances> tree(const Graph& g, const Start& start) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      sync(g);
-      if (auto d = trees.get(start.key)) return d;
-    }
-    auto dist = std::make_shared<const Distances>(dijkstra(g, start));
+  std::shared_ptr<Tree> tree(const Graph& g, const Start& start) {
     std::lock_guard<std::mutex> lock(mu);
     sync(g);
-    trees.put(start.key, dist, dist->size() * sizeof(double));
-    return dist;
+    if (auto t = trees.get(start.key)) return t;
+    auto t = std::make_shared<Tree>(g, start);
+    trees.put(start.key, t, t->dist.size() * sizeof(double));
+    return t;
   }
   std::shared_ptr<const Template> findTemplate(const Graph& g, const std::string& key) {
     std::lock_guard<std::mutex> lock(mu);
     sync(g);
     return templates.get(key);
   }
-  void addTemplate(const Graph& g, const std::string& key, std::shared_ptr<const Template> t) {
+  // Keeps a template from the second time its key is asked for: pairs whose ends are
+  // attached like no other pair (an NPU with its own rail leaf) never pay for one.
+  void offerTemplate(const Graph& g, const std::string& key, const Route& r) {
     std::lock_guard<std::mutex> lock(mu);
     sync(g);
+    if (pairsSeen.size() > (1u << 20)) pairsSeen.clear();
+    if (pairsSeen.insert(std::hash<std::string>()(key)).second) return;
+    auto t = makeTemplate(r);
     templates.put(key, t, sizeof(Template) + t->route.shares.size() * sizeof(LinkShare) + key.size());
   }
 };
@@ -352,17 +386,6 @@ void instantiate(const Graph& g, const Template& t, VertexId src, VertexId dst, 
   }
 }
 
-std::shared_ptr<const Template> makeTemplate(const Route& r) {
-  auto t = std::make_shared<Template>();
-  t->route = r;
-  for (LinkShare& s : t->route.shares) {
-    bool fromSrc = s.from == r.src, toDst = s.to == r.dst;
-    if (fromSrc) s.from = kEnd;
-    if (toDst) s.to = kEnd;
-    if (fromSrc || toDst) s.link = kNone;
-  }
-  return t;
-}
 
 }  // namespace
 
@@ -398,10 +421,14 @@ Result Graph::route(VertexId src, VertexId dst, Route* out) const {
       return snclSuccess;
     }
   }
-  std::shared_ptr<const Distances> dist = routeCache_->tree(*this, startOf(*this, src));
-  if ((*dist)[dst] == kInf) return snclSuccess;  // unreachable: reachable stays false
-  buildRoute(*this, src, dst, *dist, r);
-  if (!key.empty()) routeCache_->addTemplate(*this, key, makeTemplate(r));
+  std::shared_ptr<Tree> tree = routeCache_->tree(*this, startOf(*this, src));
+  {
+    std::lock_guard<std::mutex> lock(tree->mu);
+    tree->growTo(*this, dst);
+    if (tree->dist[dst] == kInf) return snclSuccess;  // unreachable: reachable stays false
+    buildRoute(*this, src, dst, tree->dist, r);
+  }
+  if (!key.empty()) routeCache_->offerTemplate(*this, key, r);
   return snclSuccess;
 }
 
