@@ -20,7 +20,7 @@ using namespace sncl;
 
 namespace {
 
-std::string lastError() { return snclGetLastError(nullptr); }
+std::string apiError() { return snclGetLastError(nullptr); }
 
 struct ThreadComms {
   std::vector<snclComm_t> comms;
@@ -39,22 +39,22 @@ TEST_CASE("API calls reject bad arguments with a message", "[errors]") {
   float buf[8] = {0};
 
   CHECK(snclAllReduce(nullptr, buf, 8, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("sendbuff is NULL"));
+  CHECK_THAT(apiError(), Catch::Contains("sendbuff is NULL"));
   CHECK(snclAllReduce(buf, nullptr, 8, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("recvbuff is NULL"));
+  CHECK_THAT(apiError(), Catch::Contains("recvbuff is NULL"));
   CHECK(snclAllReduce(nullptr, nullptr, 0, snclFloat32, snclSum, comm, nullptr) == snclSuccess);
   CHECK(snclAllReduce(buf, buf, 8, static_cast<snclDataType_t>(42), snclSum, comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("unknown datatype 42"));
+  CHECK_THAT(apiError(), Catch::Contains("unknown datatype 42"));
   CHECK(snclAllReduce(buf, buf, 8, snclFloat32, static_cast<snclRedOp_t>(17), comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("unknown reduction op 17"));
+  CHECK_THAT(apiError(), Catch::Contains("unknown reduction op 17"));
   CHECK(snclAllReduce(buf, buf + 1, 4, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("overlap"));
+  CHECK_THAT(apiError(), Catch::Contains("overlap"));
   CHECK(snclAllReduce(buf, buf, SIZE_MAX / 2, snclFloat32, snclSum, comm, nullptr) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("overflows"));
+  CHECK_THAT(apiError(), Catch::Contains("overflows"));
   CHECK(snclAllReduce(buf, buf, 8, snclFloat32, snclSum, nullptr, nullptr) == snclInvalidArgument);
   CHECK(snclAllReduce(buf, buf, 8, snclFloat32, snclSum, comm, reinterpret_cast<snclStream_t>(buf)) ==
         snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("not a live stream"));
+  CHECK_THAT(apiError(), Catch::Contains("not a live stream"));
   int n = 0;
   CHECK(snclCommCount(comm, nullptr) == snclInvalidArgument);
   CHECK(snclCommCount(comm, &n) == snclSuccess);
@@ -67,14 +67,14 @@ TEST_CASE("init rejects bad ranks, configs and unique ids", "[errors][init]") {
   REQUIRE(snclGetUniqueId(&id) == snclSuccess);
   snclComm_t comm = nullptr;
   CHECK(snclCommInitRank(&comm, 4, id, 4) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("out of range"));
+  CHECK_THAT(apiError(), Catch::Contains("out of range"));
   CHECK(snclCommInitRank(&comm, 4, id, -1) == snclInvalidArgument);
   CHECK(snclCommInitRank(&comm, 0, id, 0) == snclInvalidArgument);
   CHECK(snclCommInitRank(nullptr, 1, id, 0) == snclInvalidArgument);
   snclConfig_t bad;
   memset(&bad, 0, sizeof(bad));
   CHECK(snclCommInitRankConfig(&comm, 1, id, 0, &bad) == snclInvalidArgument);
-  CHECK_THAT(lastError(), Catch::Contains("SNCL_CONFIG_INITIALIZER"));
+  CHECK_THAT(apiError(), Catch::Contains("SNCL_CONFIG_INITIALIZER"));
 
   snclUniqueId garbage;
   for (size_t i = 0; i < sizeof(garbage.internal); ++i) garbage.internal[i] = static_cast<char>(i * 37 + 11);
@@ -99,7 +99,7 @@ TEST_CASE("an unreachable root times out with a message", "[errors][init]") {
   auto start = std::chrono::steady_clock::now();
   CHECK(snclCommInitRankConfig(&comm, 2, id, 1, &config) == snclTimeout);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
-  CHECK_THAT(lastError(), Catch::Contains("127.0.0.1:1"));
+  CHECK_THAT(apiError(), Catch::Contains("127.0.0.1:1"));
 }
 
 TEST_CASE("ranks that disagree on nranks fail at init", "[errors][init]") {
@@ -124,7 +124,7 @@ TEST_CASE("every call after snclCommAbort is refused", "[errors][abort]") {
   REQUIRE(snclCommAbort(comm) == snclSuccess);
   float buf[4] = {0};
   CHECK(snclAllReduce(buf, buf, 4, snclFloat32, snclSum, comm, nullptr) == snclInvalidUsage);
-  CHECK_THAT(lastError(), Catch::Contains("not a live communicator"));
+  CHECK_THAT(apiError(), Catch::Contains("not a live communicator"));
   int n;
   CHECK(snclCommCount(comm, &n) == snclInvalidUsage);
   CHECK(snclCommDestroy(comm) == snclInvalidUsage);
