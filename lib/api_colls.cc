@@ -2,6 +2,7 @@
 // argument (never crash on bad input), then hands a CollOp to the open group, to the comm
 // (NULL stream: run now on this thread) or to a stream (queued).
 #include <cstdint>
+#include <string>
 
 #include "lib/api_checks.h"
 #include "lib/comm.h"
@@ -36,13 +37,21 @@ Result checkRank(int value, const snclComm* comm, const char* what, const char* 
   return snclSuccess;
 }
 
-// count elements of type, times blocks, in bytes; fails when that overflows size_t.
+// User space on x86-64 and AArch64 spans 2^47 bytes: no buffer is larger, so a count
+// that asks for more is wrong (and would make schedules and scratch absurdly large).
+constexpr size_t kMaxBufferBytes = size_t(1) << 47;
+
+// count elements of type, times blocks, in bytes; fails when that overflows size_t or
+// cannot be a buffer.
 Result bytesOf(size_t count, snclDataType_t type, size_t blocks, const char* fn, size_t* bytes) {
   const size_t elem = sncl::dtypeSize(type);
+  const std::string times = blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string();
   if (count > SIZE_MAX / elem / blocks)
-    return fail(snclInvalidArgument, "{}: count {} x {} bytes{} overflows size_t", fn, count, elem,
-                blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string());
+    return fail(snclInvalidArgument, "{}: count {} x {} bytes{} overflows size_t", fn, count, elem, times);
   *bytes = count * elem * blocks;
+  if (*bytes > kMaxBufferBytes)
+    return fail(snclInvalidArgument, "{}: count {} x {} bytes{} is more than a process can address", fn, count, elem,
+                times);
   return snclSuccess;
 }
 
@@ -131,8 +140,8 @@ Result allGather(const void* sendbuff, void* recvbuff, size_t sendcount, snclDat
   constexpr const char* fn = "snclAllGather";
   SNCL_CHECK(checkCall(comm, stream, type, fn));
   size_t inBytes = 0, outBytes = 0;
-  SNCL_CHECK(bytesOf(sendcount, type, 1, fn, &inBytes));
   SNCL_CHECK(bytesOf(sendcount, type, static_cast<size_t>(comm->nranks), fn, &outBytes));
+  SNCL_CHECK(bytesOf(sendcount, type, 1, fn, &inBytes));
   const bool inPlace = recvbuff && sendbuff == at(recvbuff, static_cast<size_t>(comm->rank) * inBytes);
   SNCL_CHECK(checkBuffers(sendbuff, inBytes, recvbuff, outBytes, inPlace, fn));
   return submit(comm, makeOp(sncl::CollType::AllGather, sendbuff, recvbuff, sendcount, type), stream);
@@ -145,8 +154,8 @@ Result reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, snc
   sncl::CollOp o = makeOp(sncl::CollType::ReduceScatter, sendbuff, recvbuff, recvcount, type);
   SNCL_CHECK(sncl::resolveRedOp(comm, op, type, fn, &o));
   size_t inBytes = 0, outBytes = 0;
-  SNCL_CHECK(bytesOf(recvcount, type, 1, fn, &outBytes));
   SNCL_CHECK(bytesOf(recvcount, type, static_cast<size_t>(comm->nranks), fn, &inBytes));
+  SNCL_CHECK(bytesOf(recvcount, type, 1, fn, &outBytes));
   const bool inPlace = sendbuff && recvbuff == at(sendbuff, static_cast<size_t>(comm->rank) * outBytes);
   SNCL_CHECK(checkBuffers(sendbuff, inBytes, recvbuff, outBytes, inPlace, fn));
   return submit(comm, o, stream);
@@ -168,8 +177,8 @@ Result gather(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t
   SNCL_CHECK(checkCall(comm, stream, type, fn));
   SNCL_CHECK(checkRank(root, comm, "root", fn));
   size_t inBytes = 0, outBytes = 0;
-  SNCL_CHECK(bytesOf(count, type, 1, fn, &inBytes));
   SNCL_CHECK(bytesOf(count, type, static_cast<size_t>(comm->nranks), fn, &outBytes));
+  SNCL_CHECK(bytesOf(count, type, 1, fn, &inBytes));
   const bool isRoot = comm->rank == root;
   const bool inPlace = isRoot && recvbuff && sendbuff == at(recvbuff, static_cast<size_t>(root) * inBytes);
   SNCL_CHECK(checkBuffers(sendbuff, inBytes, recvbuff, isRoot ? outBytes : 0, inPlace, fn));
@@ -184,8 +193,8 @@ Result scatter(const void* sendbuff, void* recvbuff, size_t count, snclDataType_
   SNCL_CHECK(checkCall(comm, stream, type, fn));
   SNCL_CHECK(checkRank(root, comm, "root", fn));
   size_t inBytes = 0, outBytes = 0;
-  SNCL_CHECK(bytesOf(count, type, 1, fn, &outBytes));
   SNCL_CHECK(bytesOf(count, type, static_cast<size_t>(comm->nranks), fn, &inBytes));
+  SNCL_CHECK(bytesOf(count, type, 1, fn, &outBytes));
   const bool isRoot = comm->rank == root;
   const bool inPlace = isRoot && sendbuff && recvbuff == at(sendbuff, static_cast<size_t>(root) * outBytes);
   SNCL_CHECK(checkBuffers(sendbuff, isRoot ? inBytes : 0, recvbuff, outBytes, inPlace, fn));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <new>
 
 #include "lib/env.h"
 #include "lib/log.h"
@@ -262,11 +263,18 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
   if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
   bool pointToPoint = false;
   Result r = snclSuccess;
-  for (size_t i = 0; i < n && r == snclSuccess; ++i) {
-    if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
-    else r = runCollective(comm, tasks[i].op);
+  // Schedules and scratch grow with the largest call so far; running out of memory
+  // there is a failed call, not an exception through the C API.
+  try {
+    for (size_t i = 0; i < n && r == snclSuccess; ++i) {
+      if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
+      else r = runCollective(comm, tasks[i].op);
+    }
+    if (r == snclSuccess && pointToPoint) r = runPointToPoint(comm, tasks, n);
+  } catch (const std::bad_alloc&) {
+    comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
+    r = fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
   }
-  if (r == snclSuccess && pointToPoint) r = runPointToPoint(comm, tasks, n);
   return r;
 }
 
