@@ -22,4 +22,120 @@ void DirectAllReduce::build(int rank, int nranks, size_t count, Schedule* out) {
   out->endStep();
 }
 
+void DirectBroadcast::build(int rank, int nranks, int root, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  if (rank == root) {
+    for (int peer = 0; peer < nranks; ++peer)
+      if (peer != root) out->add({OpKind::Send, Buf::Input, Buf::Input, peer, 0, 0, 0, count});
+    out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, 0, 0, count});
+  } else {
+    out->add({OpKind::Recv, Buf::Output, Buf::Output, root, 0, 0, 0, count});
+  }
+  out->endStep();
+}
+
+void DirectReduce::build(int rank, int nranks, int root, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  if (rank != root) {
+    out->add({OpKind::Send, Buf::Input, Buf::Input, root, 0, 0, 0, count});
+    out->endStep();
+    return;
+  }
+  out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, 0, 0, count});
+  out->endStep();
+  for (int q = 0; q < nranks; ++q) {
+    if (q == root) continue;
+    out->add({OpKind::RecvReduce, Buf::Output, Buf::Output, q, 0, 0, 0, count});
+    out->endStep();
+  }
+}
+
+void DirectAllGather::build(int rank, int nranks, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  for (int peer = 0; peer < nranks; ++peer) {
+    const size_t block = static_cast<size_t>(peer) * count;
+    if (peer == rank) {
+      out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, 0, block, count});
+    } else {
+      out->add({OpKind::Send, Buf::Input, Buf::Input, peer, 0, 0, 0, count});
+      out->add({OpKind::Recv, Buf::Output, Buf::Output, peer, 0, block, block, count});
+    }
+  }
+  out->endStep();
+}
+
+void DirectReduceScatter::build(int rank, int nranks, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  const size_t own = static_cast<size_t>(rank) * count;
+  for (int peer = 0; peer < nranks; ++peer) {
+    const size_t block = static_cast<size_t>(peer) * count;
+    if (peer != rank) out->add({OpKind::Send, Buf::Input, Buf::Input, peer, 0, block, block, count});
+  }
+  out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, own, 0, count});
+  out->endStep();
+  for (int q = 0; q < nranks; ++q) {
+    if (q == rank) continue;
+    out->add({OpKind::RecvReduce, Buf::Output, Buf::Output, q, 0, 0, 0, count});
+    out->endStep();
+  }
+}
+
+void DirectAlltoAll::build(int rank, int nranks, size_t count, bool inPlace, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  if (inPlace) out->scratchCount = static_cast<size_t>(nranks - 1) * count;
+  // In-place, the block from peer p waits in scratch slot p (or p-1 past this rank).
+  auto slot = [&](int peer) { return static_cast<size_t>(peer < rank ? peer : peer - 1) * count; };
+  for (int peer = 0; peer < nranks; ++peer) {
+    const size_t block = static_cast<size_t>(peer) * count;
+    if (peer == rank) {
+      out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, block, block, count});
+      continue;
+    }
+    out->add({OpKind::Send, Buf::Input, Buf::Input, peer, 0, block, block, count});
+    if (inPlace) out->add({OpKind::Recv, Buf::Scratch, Buf::Scratch, peer, 0, slot(peer), slot(peer), count});
+    else out->add({OpKind::Recv, Buf::Output, Buf::Output, peer, 0, block, block, count});
+  }
+  out->endStep();
+  if (!inPlace) return;
+  for (int peer = 0; peer < nranks; ++peer)
+    if (peer != rank)
+      out->add({OpKind::Copy, Buf::Scratch, Buf::Output, -1, 0, slot(peer), static_cast<size_t>(peer) * count, count});
+  out->endStep();
+}
+
+void DirectGather::build(int rank, int nranks, int root, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  if (rank != root) {
+    out->add({OpKind::Send, Buf::Input, Buf::Input, root, 0, 0, 0, count});
+  } else {
+    for (int peer = 0; peer < nranks; ++peer) {
+      const size_t block = static_cast<size_t>(peer) * count;
+      if (peer == root) out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, 0, block, count});
+      else out->add({OpKind::Recv, Buf::Output, Buf::Output, peer, 0, block, block, count});
+    }
+  }
+  out->endStep();
+}
+
+void DirectScatter::build(int rank, int nranks, int root, size_t count, Schedule* out) {
+  out->clear();
+  if (count == 0) return;
+  if (rank != root) {
+    out->add({OpKind::Recv, Buf::Output, Buf::Output, root, 0, 0, 0, count});
+  } else {
+    for (int peer = 0; peer < nranks; ++peer) {
+      const size_t block = static_cast<size_t>(peer) * count;
+      if (peer == root) out->add({OpKind::Copy, Buf::Input, Buf::Output, -1, 0, block, 0, count});
+      else out->add({OpKind::Send, Buf::Input, Buf::Input, peer, 0, block, block, count});
+    }
+  }
+  out->endStep();
+}
+
 }  // namespace sncl::algo

@@ -10,7 +10,11 @@
 namespace sncl::algo {
 
 // Which buffer an operation reads or writes. Offsets and counts are in elements.
-enum class Buf : uint8_t { Input, Output, Scratch };
+// Collectives use Input, Output and Scratch; a group of sends and receives gives every
+// operation its own buffer, userBuf(k) for the k-th.
+enum class Buf : uint32_t { Input, Output, Scratch, FirstUser };
+constexpr Buf userBuf(size_t k) { return static_cast<Buf>(static_cast<uint32_t>(Buf::FirstUser) + k); }
+constexpr size_t userBufIndex(Buf b) { return static_cast<size_t>(b) - static_cast<size_t>(Buf::FirstUser); }
 
 enum class OpKind : uint8_t {
   Send,        // send count elements at (srcBuf, src) to peer

@@ -1,15 +1,18 @@
-// The C API: validates every argument (never crash on bad input), then hands a CollOp to
-// the comm (NULL stream: run now on this thread) or to a stream (queued).
+// The C API of communicators, streams and errors: validates every argument (never crash
+// on bad input). Collectives, groups and reduction ops: lib/api_colls.cc.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "lib/api_checks.h"
 #include "lib/bootstrap.h"
 #include "lib/comm.h"
 #include "lib/env.h"
 #include "lib/error.h"
+#include "lib/group.h"
 #include "lib/log.h"
 #include "lib/reduce.h"
 #include "lib/stream.h"
@@ -46,6 +49,21 @@ bool isLive(std::unordered_set<const void*>& set, const void* p) {
   return set.count(p) > 0;
 }
 
+// Frees the comm once no stream work references it; a comm whose work does not drain
+// (a transport that ignores abort) is leaked rather than freed under a running thread.
+void freeComm(snclComm* comm, int64_t waitMs) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  if (!sncl::commWaitIdle(comm, waitMs)) {
+    sncl::log::warn("comm {} rank {}: stream work did not drain in {} ms; leaking it", comm->name, comm->rank, waitMs);
+    return;
+  }
+  delete comm;
+}
+
+}  // namespace
+
+namespace sncl::api {
+
 Result checkComm(const snclComm* comm, const char* fn) {
   if (!comm) return fail(snclInvalidArgument, "{}: comm is NULL", fn);
   if (!isLive(handles().comms, comm))
@@ -78,42 +96,11 @@ Result checkStream(snclStream* stream, const char* fn) {
   return snclSuccess;
 }
 
-Result checkBuffers(const void* in, const void* out, size_t inBytes, size_t outBytes, const char* fn) {
-  if ((inBytes && !in) || (outBytes && !out))
-    return fail(snclInvalidArgument, "{}: {} is NULL with a non-zero count", fn, (inBytes && !in) ? "sendbuff" : "recvbuff");
-  if (!inBytes || !outBytes || in == out) return snclSuccess;
-  auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
-  if (a < b + outBytes && b < a + inBytes)
-    return fail(snclInvalidArgument, "{}: sendbuff and recvbuff overlap without being the same (in-place)", fn);
-  return snclSuccess;
-}
+}  // namespace sncl::api
 
-Result checkTypeOp(snclDataType_t type, snclRedOp_t op, const char* fn) {
-  if (!sncl::dtypeValid(type)) return fail(snclInvalidArgument, "{}: unknown datatype {}", fn, static_cast<int>(type));
-  if (static_cast<int>(op) < 0 || op >= snclNumOps)
-    return fail(snclInvalidArgument, "{}: unknown reduction op {}", fn, static_cast<int>(op));
-  return snclSuccess;
-}
-
-Result submit(snclComm* comm, const sncl::CollOp& op, snclStream* stream) {
-  if (!stream) return sncl::commRun(comm, op);
-  return stream->enqueue(comm, op, comm->timeoutMs);
-}
-
-// Frees the comm once no stream work references it; a comm whose work does not drain
-// (a transport that ignores abort) is leaked rather than freed under a running thread.
-void freeComm(snclComm* comm, int64_t waitMs) {
-  if (comm->initThread.joinable()) comm->initThread.join();
-  if (!sncl::commWaitIdle(comm, waitMs)) {
-    sncl::log::warn("comm {} rank {}: stream work did not drain in {} ms; leaking it", comm->name, comm->rank, waitMs);
-    return;
-  }
-  delete comm;
-}
-
-}  // namespace
-
-#define SNCL_API extern "C" __attribute__((visibility("default")))
+using sncl::api::checkComm;
+using sncl::api::checkReady;
+using sncl::api::checkStream;
 
 SNCL_API snclResult_t snclGetVersion(int* version) {
   if (!version) return fail(snclInvalidArgument, "snclGetVersion: version is NULL");
@@ -196,6 +183,76 @@ SNCL_API snclResult_t snclCommInitAll(snclComm_t* comms, int ndev, const int* de
     return sncl::recordError(results[r], fmt::format("snclCommInitAll: rank {}: {}", r, messages[r]));
   }
   return snclSuccess;
+}
+
+namespace {
+
+// What each rank of the parent tells the others in snclCommSplit.
+struct SplitRequest {
+  int32_t color;
+  int32_t key;
+  int32_t status;  // snclResult_t of this rank's argument checks
+};
+struct SplitRoot {
+  int32_t status;  // snclResult_t of creating the root (new comm's rank 0 only)
+  snclUniqueId id;
+};
+
+Result splitConfig(const snclComm* parent, const snclConfig_t* given, snclConfig_t* out) {
+  if (given && (given->magic != kConfigMagic || given->size != sizeof(snclConfig_t)))
+    return fail(snclInvalidArgument, "snclCommSplit: config was not initialized with SNCL_CONFIG_INITIALIZER");
+  *out = given ? *given : snclConfig_t SNCL_CONFIG_INITIALIZER;
+  if (out->blocking == SNCL_CONFIG_UNDEF_INT) out->blocking = parent->blocking ? 1 : 0;
+  if (out->timeoutMs == SNCL_CONFIG_UNDEF_INT || out->timeoutMs <= 0)
+    out->timeoutMs = static_cast<int>(std::min<int64_t>(parent->timeoutMs, INT32_MAX));
+  if (!out->commName) out->commName = parent->name.c_str();
+  return snclSuccess;
+}
+
+}  // namespace
+
+// Every rank of the parent takes part in both exchanges, even with bad arguments, so that
+// a mistake on one rank fails all of them at once instead of at the deadline.
+SNCL_API snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclComm_t* newcomm, snclConfig_t* config) {
+  constexpr const char* fn = "snclCommSplit";
+  if (!newcomm) return fail(snclInvalidArgument, "{}: newcomm is NULL", fn);
+  *newcomm = nullptr;
+  if (sncl::groupDepth() > 0)
+    return fail(snclInvalidUsage, "{}: not supported inside a group; call it on each rank's thread", fn);
+  SNCL_CHECK(checkReady(comm, fn));
+  snclConfig_t childConfig;
+  Result mine = color < 0 && color != SNCL_SPLIT_NOCOLOR
+                    ? fail(snclInvalidArgument, "{}: color {} is negative (only SNCL_SPLIT_NOCOLOR may be)", fn, color)
+                    : splitConfig(comm, config, &childConfig);
+  std::string myMessage = mine == snclSuccess ? std::string() : sncl::lastError();
+  const sncl::Deadline deadline = sncl::Deadline::afterMs(comm->timeoutMs);
+  std::vector<SplitRequest> requests(comm->nranks);
+  requests[comm->rank] = {color, key, mine};
+  SNCL_CHECK(comm->bootstrap->allGather(requests.data(), sizeof(SplitRequest), deadline));
+  if (mine != snclSuccess) return sncl::recordError(mine, std::move(myMessage));
+  for (int r = 0; r < comm->nranks; ++r)
+    if (requests[r].status != snclSuccess)
+      return fail(snclInvalidArgument, "{}: rank {} passed bad arguments ({})", fn, r,
+                  sncl::resultName(static_cast<Result>(requests[r].status)));
+
+  // The new comm's ranks: the parent's ranks of this color, by (key, parent rank).
+  std::vector<int> members;
+  if (color != SNCL_SPLIT_NOCOLOR)
+    for (int r = 0; r < comm->nranks; ++r)
+      if (requests[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return requests[a].key < requests[b].key; });
+  const int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  // Each new comm's rank 0 makes its rendezvous root; the ids travel over the parent.
+  std::vector<SplitRoot> roots(comm->nranks);
+  roots[comm->rank].status = snclSuccess;
+  if (newRank == 0 && !members.empty()) roots[comm->rank].status = sncl::bootstrapCreateRoot(&roots[comm->rank].id);
+  SNCL_CHECK(comm->bootstrap->allGather(roots.data(), sizeof(SplitRoot), deadline));
+  if (members.empty()) return snclSuccess;
+  const SplitRoot& root = roots[members[0]];
+  if (root.status != snclSuccess)
+    return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous ({})", fn, members[0],
+                sncl::resultName(static_cast<Result>(root.status)));
+  return snclCommInitRankConfig(newcomm, static_cast<int>(members.size()), root.id, newRank, &childConfig);
 }
 
 SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {
@@ -295,23 +352,4 @@ SNCL_API snclResult_t snclStreamQuery(snclStream_t stream) {
   if (!stream) return snclSuccess;
   SNCL_CHECK(checkStream(stream, "snclStreamQuery"));
   return stream->query();
-}
-
-SNCL_API snclResult_t snclAllReduce(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t datatype,
-                                    snclRedOp_t op, snclComm_t comm, snclStream_t stream) {
-  constexpr const char* fn = "snclAllReduce";
-  SNCL_CHECK(checkReady(comm, fn));
-  SNCL_CHECK(checkStream(stream, fn));
-  SNCL_CHECK(checkTypeOp(datatype, op, fn));
-  const size_t elem = sncl::dtypeSize(datatype);
-  if (count > SIZE_MAX / elem) return fail(snclInvalidArgument, "{}: count {} x {} bytes overflows", fn, count, elem);
-  SNCL_CHECK(checkBuffers(sendbuff, recvbuff, count * elem, count * elem, fn));
-  sncl::CollOp o;
-  o.coll = sncl::CollType::AllReduce;
-  o.input = sendbuff;
-  o.output = recvbuff;
-  o.count = count;
-  o.dtype = datatype;
-  o.op = op;
-  return submit(comm, o, stream);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <new>
 
 #include "lib/env.h"
 #include "lib/log.h"
@@ -113,6 +114,8 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   if (config && config->timeoutMs != SNCL_CONFIG_UNDEF_INT && config->timeoutMs > 0)
     comm->timeoutMs = config->timeoutMs;
   comm->name = config && config->commName ? config->commName : "sncl";
+  comm->blocking = !config || config->blocking == SNCL_CONFIG_UNDEF_INT || config->blocking != 0;
+  comm->userOpTag = newUserOpTag();
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
 
   SNCL_CHECK(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap));
@@ -134,38 +137,145 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   return snclSuccess;
 }
 
-Result commRun(snclComm* comm, const CollOp& op) {
-  std::lock_guard<std::mutex> lock(comm->runMutex);
-  if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
+namespace {
+
+// Elements of a rank's input (All-Gather: sent, Reduce-Scatter: nranks blocks, ...).
+size_t inputCount(const CollOp& op, int nranks) {
+  switch (op.coll) {
+    case CollType::ReduceScatter:
+    case CollType::AlltoAll: return op.count * static_cast<size_t>(nranks);
+    default: return op.count;
+  }
+}
+
+// Elements of this rank's reduced result, which avg scales (0: the rank gets none).
+size_t resultCount(const CollOp& op, int rank) {
+  if (op.coll == CollType::Reduce && rank != op.root) return 0;
+  return op.count;
+}
+
+// Point-to-point tags carry this where a collective's carry its sequence number: sends and
+// receives are not collective, so the ranks' counts of them differ.
+constexpr uint64_t kPointToPointSeq = 0xffffffff;
+
+// Runs one collective. A failure of the executor leaves messages half exchanged, so it
+// is the comm's asynchronous error too.
+Result runCollective(snclComm* comm, const CollOp& op) {
   const size_t elemSize = dtypeSize(op.dtype);
-  const snclRedOp_t baseOp = op.op == snclAvg ? snclSum : op.op;
   ExecArgs args;
   args.input = op.input;
   args.output = op.output;
   args.elemSize = elemSize;
-  args.reduce = reduceKernel(op.dtype, baseOp);
   args.seq = comm->seq++;
-  if (!args.reduce)
-    return fail(snclInvalidArgument, "reduction {} is not supported for {}", redOpName(op.op), dtypeName(op.dtype));
+  if (reduces(op.coll)) {
+    args.reduce = reduceKernel(op.dtype, op.op == snclAvg ? snclSum : op.op);
+    if (!args.reduce)
+      return fail(snclInvalidArgument, "reduction {} is not supported for {}", redOpName(op.op), dtypeName(op.dtype));
+  }
 
   const Plan& plan = comm->planner->choose(op.coll, op.count * elemSize);
+  const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
+                        op.coll == CollType::AlltoAll && op.input == op.output};
   auto& key = comm->scheduleKey;
-  if (key.algorithm != plan.algorithm || key.count != op.count || key.elemSize != elemSize ||
-      key.chunkBytes != plan.chunkBytes) {
-    comm->planner->build(plan, op.count, elemSize, &comm->schedule);
-    key = {plan.algorithm, op.count, elemSize, plan.chunkBytes};
+  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.count != shape.count ||
+      key.elemSize != elemSize || key.chunkBytes != plan.chunkBytes || key.root != shape.root ||
+      key.inPlace != shape.inPlace) {
+    comm->planner->build(plan, shape, &comm->schedule);
+    key = {op.coll, plan.algorithm, shape.count, elemSize, plan.chunkBytes, shape.root, shape.inPlace};
   }
-  const size_t scratchBytes = comm->schedule.scratchCount * elemSize;
+  // Scratch: the schedule's, then (pre-multiplied sum) this rank's scaled input, which
+  // the schedule reads instead of the caller's: one extra pass over the input, since a
+  // reduction kernel combines two operands without scaling either.
+  const size_t scheduleBytes = (comm->schedule.scratchCount * elemSize + 63) / 64 * 64;
+  const size_t scaledCount = op.preMul ? inputCount(op, comm->nranks) : 0;
+  const size_t scratchBytes = scheduleBytes + scaledCount * elemSize;
   if (comm->scratch.size() < scratchBytes) comm->scratch.resize(scratchBytes);  // zero-filled: pages touched now
   args.scratch = comm->scratch.data();
-  Result r = comm->executor->run(comm->schedule, args);
-  if (r != snclSuccess) {
+  if (scaledCount) {
+    void* scaled = comm->scratch.data() + scheduleBytes;
+    const double factor = op.scalarPtr ? scalarValue(op.dtype, op.scalarPtr) : op.scalar;
+    scaleKernel(op.dtype)(scaled, op.input, scaledCount, factor, 0);
+    args.input = scaled;
+  }
+  if (Result r = comm->executor->run(comm->schedule, args); r != snclSuccess) {
     commSetAsyncError(comm, r);
     return r;
   }
-  if (op.op == snclAvg && op.count)
-    scaleKernel(op.dtype)(op.output, op.output, op.count, 1.0 / comm->nranks, comm->nranks);
+  const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
+  if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
   return snclSuccess;
+}
+
+// The sends and receives among tasks, as one step. Self sends and receives that do not
+// pair up fail before anything is posted, leaving the comm usable.
+Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
+  comm->p2pOps.clear();
+  comm->p2pBuffers.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const CollOp& op = tasks[i].op;
+    if (!isPointToPoint(op.coll)) continue;
+    const bool send = op.coll == CollType::Send;
+    comm->p2pOps.push_back({send, op.peer, op.count * dtypeSize(op.dtype)});
+    comm->p2pBuffers.push_back(send ? const_cast<void*>(op.input) : op.output);
+  }
+  size_t bad = 0;
+  const algo::P2pStatus status = algo::PointToPoint::build(comm->rank, comm->nranks, comm->p2pOps.data(),
+                                                           comm->p2pOps.size(), &comm->p2p, &comm->p2pSchedule, &bad);
+  switch (status) {
+    case algo::P2pStatus::Ok: break;
+    case algo::P2pStatus::SelfSendUnmatched:
+      return fail(snclInvalidUsage, "rank {}: a send to itself ({} bytes) has no receive from itself in its group",
+                  comm->rank, comm->p2pOps[bad].bytes);
+    case algo::P2pStatus::SelfRecvUnmatched:
+      return fail(snclInvalidUsage, "rank {}: a receive from itself ({} bytes) has no send to itself in its group",
+                  comm->rank, comm->p2pOps[bad].bytes);
+    case algo::P2pStatus::SelfSizeMismatch:
+      return fail(snclInvalidArgument, "rank {}: a receive from itself of {} bytes is paired with a send of another size",
+                  comm->rank, comm->p2pOps[bad].bytes);
+  }
+  ExecArgs args;
+  args.userBuffers = comm->p2pBuffers.data();
+  args.elemSize = 1;
+  args.seq = kPointToPointSeq;
+  const Result r = comm->executor->run(comm->p2pSchedule, args);
+  if (r != snclSuccess) commSetAsyncError(comm, r);
+  // A peer that never posts its side leaves this rank waiting: most likely a missing call.
+  if (r == snclTimeout)
+    return fail(snclInvalidUsage,
+                "rank {}: sends/receives did not complete by the deadline ({} ms): does every peer post the "
+                "matching snclRecv/snclSend, with the same count? ({})",
+                comm->rank, comm->timeoutMs, lastError());
+  return r;
+}
+
+}  // namespace
+
+Result commRun(snclComm* comm, const CollOp& op) {
+  GroupTask task;
+  task.comm = comm;
+  task.op = op;
+  return commRunBatch(comm, &task, 1);
+}
+
+Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  log::setThreadRank(comm->rank);
+  if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
+  bool pointToPoint = false;
+  Result r = snclSuccess;
+  // Schedules and scratch grow with the largest call so far; running out of memory
+  // there is a failed call, not an exception through the C API.
+  try {
+    for (size_t i = 0; i < n && r == snclSuccess; ++i) {
+      if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
+      else r = runCollective(comm, tasks[i].op);
+    }
+    if (r == snclSuccess && pointToPoint) r = runPointToPoint(comm, tasks, n);
+  } catch (const std::bad_alloc&) {
+    comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
+    r = fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
+  }
+  return r;
 }
 
 void commSetAsyncError(snclComm* comm, Result r) {

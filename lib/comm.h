@@ -1,5 +1,6 @@
 // The communicator: a rank's bootstrap, peer table, transports, planner and executor.
-// Collectives on one comm are serialized (the caller's thread and stream threads share it).
+// Calls on one comm are serialized (the caller's thread, stream threads and its group
+// worker share it).
 #pragma once
 
 #include <atomic>
@@ -9,12 +10,15 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/p2p.h"
 #include "algorithms/schedule.h"
 #include "lib/bootstrap.h"
 #include "lib/error.h"
 #include "lib/executor.h"
+#include "lib/group.h"
 #include "lib/op.h"
 #include "lib/planner.h"
+#include "lib/redop.h"
 #include "lib/transport.h"
 #include "sncl/sncl.h"
 
@@ -23,6 +27,7 @@ struct snclComm {
   int nranks = 0;
   std::string name;
   int64_t timeoutMs = 60000;
+  bool blocking = true;  // from the config; snclCommSplit passes it on
   uint64_t commId = 0;
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
@@ -31,16 +36,29 @@ struct snclComm {
   std::unique_ptr<sncl::Planner> planner;
   std::unique_ptr<sncl::Executor> executor;
 
-  std::mutex runMutex;  // one collective at a time on this comm
+  std::mutex runMutex;  // one call (or one group's part) at a time on this comm
   uint64_t seq = 0;     // collectives started, equal on every rank
   sncl::algo::Schedule schedule;  // reused: no allocation once warm
   std::vector<char> scratch;      // grows to the largest schedule's need, then stays
   struct {
-    sncl::Algorithm algorithm;
+    sncl::CollType coll = sncl::CollType::kCount;
+    sncl::Algorithm algorithm = sncl::Algorithm::kCount;
     size_t count = SIZE_MAX;
     size_t elemSize = 0;
     size_t chunkBytes = 0;
+    int root = -1;
+    bool inPlace = false;
   } scheduleKey;
+  // A group's sends and receives: built per group into reused vectors.
+  sncl::algo::P2pState p2p;
+  sncl::algo::Schedule p2pSchedule;
+  std::vector<sncl::algo::P2pOp> p2pOps;
+  std::vector<void*> p2pBuffers;
+
+  // Reduction ops made by snclRedOpCreatePreMulSum, indexed by the handle (lib/redop.h).
+  std::mutex userOpsMutex;
+  std::vector<sncl::UserRedOp> userOps;
+  uint32_t userOpTag = 0;  // in this comm's handles, so that another comm's are told apart
 
   std::atomic<snclResult_t> initResult{snclInProgress};
   std::thread initThread;  // non-blocking init only
@@ -48,14 +66,20 @@ struct snclComm {
   std::atomic<bool> aborted{false};
   std::atomic<bool> finalized{false};
   std::atomic<int> inflight{0};  // queued or running stream work
+
+  // Last: stopped (joined) before anything it may use is destroyed.
+  sncl::GroupWorker worker;
 };
 
 namespace sncl {
 
 // Builds comm for rank of nranks meeting at id; on failure comm holds what was made.
 Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, const snclConfig_t* config);
-// Runs one validated collective to completion on the calling thread.
+// Runs one validated call to completion on the calling thread.
 Result commRun(snclComm* comm, const CollOp& op);
+// Runs validated calls on comm to completion on the calling thread: the collectives in
+// order, then all sends and receives as one step. Stops at the first failure.
+Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n);
 // Records the first asynchronous error.
 void commSetAsyncError(snclComm* comm, Result r);
 // Wakes and fails everything in flight; never blocks.

@@ -14,8 +14,8 @@ char* bufferOf(algo::Buf b, const ExecArgs& a) {
     case algo::Buf::Input: return static_cast<char*>(const_cast<void*>(a.input));
     case algo::Buf::Output: return static_cast<char*>(a.output);
     case algo::Buf::Scratch: return static_cast<char*>(a.scratch);
+    default: return static_cast<char*>(a.userBuffers[algo::userBufIndex(b)]);
   }
-  return nullptr;
 }
 
 // Polls this many times without a completion before sleeping in the transport: short,

@@ -17,6 +17,7 @@ struct ExecArgs {
   const void* input = nullptr;
   void* output = nullptr;
   void* scratch = nullptr;
+  void* const* userBuffers = nullptr;  // algo::userBuf(k) is userBuffers[k] (point-to-point)
   size_t elemSize = 0;
   ReduceFn reduce = nullptr;  // for RecvReduce ops
   uint64_t seq = 0;           // the collective's sequence number on this comm (goes into tags)

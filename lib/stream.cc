@@ -2,6 +2,7 @@
 
 #include "lib/clock.h"
 #include "lib/comm.h"
+#include "lib/group.h"
 #include "lib/log.h"
 
 snclStream::snclStream() : ring_(kCapacity) { thread_ = std::thread([this] { serve(); }); }
@@ -15,33 +16,31 @@ snclStream::~snclStream() {
   thread_.join();
 }
 
-sncl::Result snclStream::enqueue(snclComm* comm, const sncl::CollOp& op, int64_t timeoutMs) {
+sncl::Result snclStream::enqueue(const sncl::GroupTask* tasks, size_t n, int64_t timeoutMs) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = sncl::Clock::now() + std::chrono::milliseconds(timeoutMs);
   if (!workDone_.wait_until(lock, deadline, [this] { return size_ < kCapacity; }))
     return sncl::fail(snclTimeout, "stream queue stayed full ({} calls) for {} ms", kCapacity, timeoutMs);
-  ring_[(head_ + size_) % kCapacity] = {comm, op};
+  ring_[(head_ + size_) % kCapacity].assign(tasks, tasks + n);
   ++size_;
-  comm->inflight.fetch_add(1);
+  for (size_t i = 0; i < n; ++i) tasks[i].comm->inflight.fetch_add(1);
   lock.unlock();
   workReady_.notify_one();
   return snclSuccess;
 }
 
 // The progress thread: sleeps on a condition variable when idle (8 ranks share 2 cores).
+// The running item stays in its slot (enqueue writes only behind it) until it is done.
 void snclStream::serve() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     workReady_.wait(lock, [this] { return size_ > 0 || stopping_; });
     if (size_ == 0) return;  // stopping, drained
-    Item item = ring_[head_];
+    std::vector<sncl::GroupTask>& item = ring_[head_];
     lock.unlock();
-    sncl::log::setThreadRank(item.comm->rank);
-    sncl::Result r = item.comm->aborted.load()
-                         ? sncl::fail(snclInvalidUsage, "comm {} was aborted before this call ran", item.comm->name)
-                         : sncl::commRun(item.comm, item.op);
+    sncl::Result r = sncl::runTasks(item.data(), item.size());
     std::string msg = r == snclSuccess ? std::string() : sncl::lastError();
-    item.comm->inflight.fetch_sub(1);
+    for (const sncl::GroupTask& task : item) task.comm->inflight.fetch_sub(1);
     lock.lock();
     if (r != snclSuccess && error_ == snclSuccess) {
       error_ = r;

@@ -3,27 +3,19 @@
 
 namespace {
 
-size_t countFor(size_t bytes, size_t elemSize, int) { return bytes / elemSize; }
-double busFactor(int nranks) { return 2.0 * (nranks - 1) / nranks; }
+using perf::Call;
 
-snclResult_t run(const void* in, void* out, size_t count, snclDataType_t type, snclRedOp_t op, snclComm_t comm) {
-  return snclAllReduce(in, out, count, type, op, comm, nullptr);
+double busFactor(int n) { return 2.0 * (n - 1) / n; }
+snclResult_t run(const Call& c) { return snclAllReduce(c.send, c.recv, c.count, c.type, c.op, c.comm, nullptr); }
+int runMpi(const Call& c, MPI_Datatype type, MPI_Op op) {
+  return MPI_Allreduce(c.send, c.recv, static_cast<int>(c.count), type, op, MPI_COMM_WORLD);
 }
-int runMpi(const void* in, void* out, size_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(count), type, op, comm);
-}
-void fill(void* in, size_t count, snclDataType_t type, snclRedOp_t op, int rank, int nranks) {
-  for (size_t i = 0; i < count; ++i) perf::store(type, in, i, perf::valueOf(op, rank, nranks, i));
-}
-size_t check(const void* out, size_t count, snclDataType_t type, snclRedOp_t op, int, int nranks) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) wrong += perf::load(type, out, i) != perf::reducedValue(op, nranks, i);
-  return wrong;
-}
+void fill(const Call& c) { perf::fillReduction(c, c.count); }
+size_t check(const Call& c) { return perf::checkReduction(c, c.recv, c.count); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::Collective c{"all_reduce", countFor, busFactor, run, runMpi, fill, check};
+  perf::Collective c{"all_reduce", true, false, false, true, nullptr, nullptr, busFactor, run, runMpi, fill, check};
   return perf::run(argc, argv, c);
 }

@@ -43,6 +43,7 @@ typedef enum {
   snclNumTypes = 12
 } snclDataType_t;
 
+/* Built-in reduction ops; snclRedOpCreatePreMulSum makes more (values >= snclNumOps). */
 typedef enum {
   snclSum = 0,
   snclProd = 1,
@@ -52,6 +53,12 @@ typedef enum {
   snclNumOps = 5,
   snclMaxRedOp = 0x7fffffff
 } snclRedOp_t;
+
+/* Where the scalar of a pre-multiplied sum lives (NCCL's names; sncl runs on CPUs, so both
+ * are host memory). Device: the pointer is kept and *scalar is read each time a call with
+ * the op runs, so it must stay valid until the op is destroyed. HostImmediate: *scalar is
+ * read once, when the op is created. */
+typedef enum { snclScalarDevice = 0, snclScalarHostImmediate = 1 } snclScalarResidence_t;
 
 #define SNCL_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -71,7 +78,8 @@ typedef struct {
   int blocking;         /* 1 (default): init blocks until ready; 0: returns snclInProgress */
   int timeoutMs;        /* deadline for every blocking wait; <= 0 or UNDEF: SNCL_TIMEOUT_MS or 60000 */
   const char* commName; /* shown in logs */
-  int splitShare;       /* snclCommSplit: reserved, accepted for NCCL compatibility */
+  int splitShare;       /* snclCommSplit: accepted for NCCL compatibility; a split comm
+                           always gets resources of its own */
 } snclConfig_t;
 
 #define SNCL_CONFIG_INITIALIZER                                                  \
@@ -116,9 +124,83 @@ snclResult_t snclStreamSynchronize(snclStream_t stream);
 /* snclSuccess when idle, snclInProgress while work is queued, or the first error. */
 snclResult_t snclStreamQuery(snclStream_t stream);
 
+/* Collectives. Each takes NCCL's arguments and in-place rules; counts are in elements.
+ * A NULL stream completes the call before it returns; inside a group, calls are issued at
+ * snclGroupEnd. Pointer arguments that a rank does not use (sendbuff off the root of a
+ * broadcast or scatter, recvbuff off the root of a reduce or gather) may be NULL. */
+
+/* In-place when sendbuff == recvbuff. */
 snclResult_t snclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            snclDataType_t datatype, snclRedOp_t op, snclComm_t comm,
                            snclStream_t stream);
+/* root's sendbuff to every rank's recvbuff; in-place when sendbuff == recvbuff on root. */
+snclResult_t snclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           snclDataType_t datatype, int root, snclComm_t comm,
+                           snclStream_t stream);
+/* Legacy in-place broadcast: snclBroadcast(buff, buff, ...). */
+snclResult_t snclBcast(void* buff, size_t count, snclDataType_t datatype, int root,
+                       snclComm_t comm, snclStream_t stream);
+/* Reduction of every rank's sendbuff into root's recvbuff; in-place when equal on root. */
+snclResult_t snclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        snclDataType_t datatype, snclRedOp_t op, int root, snclComm_t comm,
+                        snclStream_t stream);
+/* recvbuff (nranks * sendcount) gets rank r's sendbuff at r * sendcount; in-place when
+ * sendbuff == recvbuff + rank * sendcount. */
+snclResult_t snclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           snclDataType_t datatype, snclComm_t comm, snclStream_t stream);
+/* sendbuff (nranks * recvcount) reduced over ranks; rank r gets block r; in-place when
+ * recvbuff == sendbuff + rank * recvcount. */
+snclResult_t snclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               snclDataType_t datatype, snclRedOp_t op, snclComm_t comm,
+                               snclStream_t stream);
+/* count elements per peer: block p of sendbuff goes to rank p, block p of recvbuff comes
+ * from rank p (both nranks * count); in-place when sendbuff == recvbuff. */
+snclResult_t snclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          snclDataType_t datatype, snclComm_t comm, snclStream_t stream);
+/* root's recvbuff (nranks * count) gets rank r's sendbuff at r * count; in-place when
+ * sendbuff == recvbuff + root * count on root. */
+snclResult_t snclGather(const void* sendbuff, void* recvbuff, size_t count,
+                        snclDataType_t datatype, int root, snclComm_t comm,
+                        snclStream_t stream);
+/* Rank r's recvbuff gets block r of root's sendbuff (nranks * count); in-place when
+ * recvbuff == sendbuff + root * count on root. */
+snclResult_t snclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         snclDataType_t datatype, int root, snclComm_t comm,
+                         snclStream_t stream);
+
+/* Point-to-point. The peer must post the matching call (same count and datatype); sends
+ * and receives between two ranks match in posting order. Inside a group they are posted
+ * together, so any order of them completes; a rank may send to itself inside a group. A
+ * send completes when the transport has taken the data: one nobody receives fails at the
+ * deadline if the transport cannot buffer it, and otherwise fails the pair's next message
+ * (a tag mismatch) on both ranks. */
+snclResult_t snclSend(const void* sendbuff, size_t count, snclDataType_t datatype, int peer,
+                      snclComm_t comm, snclStream_t stream);
+snclResult_t snclRecv(void* recvbuff, size_t count, snclDataType_t datatype, int peer,
+                      snclComm_t comm, snclStream_t stream);
+
+/* Groups: calls between snclGroupStart and snclGroupEnd (which nest; the outermost End
+ * counts) are issued together at snclGroupEnd. Per comm, collectives run in issue order,
+ * then all sends and receives at once; different comms run concurrently, so one thread
+ * may drive several ranks' comms. A call's stream must be the same for all calls on its
+ * comm in a group: the group's calls on a stream are queued there; those with a NULL
+ * stream complete before snclGroupEnd returns. If a call inside the group fails, nothing
+ * in it runs and snclGroupEnd returns that error. */
+snclResult_t snclGroupStart(void);
+snclResult_t snclGroupEnd(void);
+
+/* A pre-multiplied sum for datatype on comm: each rank's input is multiplied by its own
+ * *scalar (of datatype) before the sum. Valid only on comm and with datatype. */
+snclResult_t snclRedOpCreatePreMulSum(snclRedOp_t* op, void* scalar, snclDataType_t datatype,
+                                      snclScalarResidence_t residence, snclComm_t comm);
+snclResult_t snclRedOpDestroy(snclRedOp_t op, snclComm_t comm);
+
+/* Collective over comm's ranks: ranks with the same color form a new comm, ordered by
+ * (key, rank in comm); SNCL_SPLIT_NOCOLOR gives *newcomm = NULL. The new comm has its own
+ * bootstrap and resources; config fields left undefined (or a NULL config) are taken
+ * from comm's. */
+snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclComm_t* newcomm,
+                           snclConfig_t* config);
 
 #ifdef __cplusplus
 }

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,7 +18,22 @@ namespace {
 
 const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
                             "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
-const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+constexpr int kNumOps = snclNumOps + 1;  // with mulsum
+
+struct Options {
+  size_t minBytes = 8;
+  size_t maxBytes = 64u << 20;
+  size_t stepFactor = 2;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  int threads = 1;  // ranks per process
+  std::vector<snclDataType_t> types{snclFloat32};
+  std::vector<snclRedOp_t> ops{snclSum};
+  int root = 0;
+  bool baseline = true;  // MPI beside sncl
+};
 
 size_t parseSize(const char* s) {
   char* end = nullptr;
@@ -31,7 +46,16 @@ size_t parseSize(const char* s) {
   return static_cast<size_t>(v);
 }
 
-MPI_Datatype mpiType(snclDataType_t t) {
+// Reductions need MPI's arithmetic type; data that is only moved goes as unsigned words.
+MPI_Datatype mpiType(snclDataType_t t, bool reduces) {
+  if (!reduces) {
+    switch (typeSize(t)) {
+      case 1: return MPI_UINT8_T;
+      case 2: return MPI_UINT16_T;
+      case 4: return MPI_UINT32_T;
+      default: return MPI_UINT64_T;
+    }
+  }
   switch (t) {
     case snclInt8: return MPI_INT8_T;
     case snclUint8: return MPI_UINT8_T;
@@ -41,7 +65,7 @@ MPI_Datatype mpiType(snclDataType_t t) {
     case snclUint64: return MPI_UINT64_T;
     case snclFloat32: return MPI_FLOAT;
     case snclFloat64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    default: return MPI_DATATYPE_NULL;  // MPI has no half, bfloat16 or fp8
   }
 }
 
@@ -51,14 +75,16 @@ MPI_Op mpiOp(snclRedOp_t op) {
     case snclProd: return MPI_PROD;
     case snclMax: return MPI_MAX;
     case snclMin: return MPI_MIN;
-    default: return MPI_OP_NULL;
+    default: return MPI_OP_NULL;  // avg, mulsum
   }
 }
 
 void usage(const char* prog) {
   fprintf(stderr,
           "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c check 0/1]\n"
-          "          [-t threads per process] [-d type] [-o op] [-B 0/1: MPI baseline]\n",
+          "          [-t threads per process] [-d type|all] [-o op|all] [-r root] [-B 0/1: MPI baseline]\n"
+          "types: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2\n"
+          "ops: sum prod max min avg mulsum\n",
           prog);
 }
 
@@ -77,6 +103,20 @@ double timeIters(const std::function<bool()>& once, int warmup, int iters, bool*
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
 }
 
+void printHeader(const Shared& sh, bool mpi) {
+  const Options& o = *sh.opt;
+  printf("# sncl %s: %d ranks (%d processes x %d threads), %zu..%zu bytes x%zu, %d iterations\n", sh.coll->name,
+         sh.nranks, sh.mpiSize, o.threads, o.minBytes, o.maxBytes, std::max<size_t>(o.stepFactor, 2), o.iters);
+  printf("#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "size", "count", "type", "redop", "root", "time",
+         "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  if (mpi) printf(" %9s %7s %6s %9s", "mpi time", "busbw", "#wrong", "sncl/mpi");
+  printf("\n#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+         "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  if (mpi) printf(" %9s %7s %6s %9s", "(us)", "(GB/s)", "", "(busbw)");
+  printf("\n#%11s %12s %8s %6s %5s %33s %33s\n", "", "", "", "", "", "out-of-place", "in-place");
+  fflush(stdout);
+}
+
 // One rank: a thread of this process (rank = mpiRank * threads + thread).
 void rankMain(Shared* sh, int thread, int* exitCode) {
   const Options& o = *sh->opt;
@@ -89,143 +129,120 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
     *exitCode = 1;
     return;
   }
-  const size_t esize = typeSize(o.dtype);
-  const size_t maxCount = std::max<size_t>(c.countFor(o.maxBytes, esize, nranks), 1);
-  // Buffers are allocated and touched once, outside the timed loops (first touch costs ~11 us a page).
-  const size_t inBytes = maxCount * esize * nranks, outBytes = maxCount * esize * nranks;
-  std::vector<char> in(inBytes), out(outBytes), mpiOut(outBytes);
-  memset(in.data(), 1, in.size());
-  memset(out.data(), 1, out.size());
-  memset(mpiOut.data(), 1, mpiOut.size());
-  const bool mpiBaseline = o.baseline && o.threads == 1 && c.runMpi && mpiType(o.dtype) != MPI_DATATYPE_NULL &&
-                           mpiOp(o.op) != MPI_OP_NULL;
-  if (leader) {
-    printf("# sncl %s: %d ranks (%d processes x %d threads), type %s, op %s\n", c.name, nranks, sh->mpiSize, o.threads,
-           kTypeNames[o.dtype], kOpNames[o.op]);
-    printf("#%11s %12s %8s %6s %9s %7s %7s %6s %9s %7s %7s %6s", "size", "count", "type", "redop", "time", "algbw",
-           "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    if (mpiBaseline) printf(" %9s %7s %6s %9s", "mpi time", "busbw", "#wrong", "sncl/mpi");
-    printf("\n#%11s %12s %8s %6s %9s %7s %7s %6s %9s %7s %7s %6s", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-           "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    if (mpiBaseline) printf(" %9s %7s %6s %9s", "(us)", "(GB/s)", "", "(busbw)");
-    printf("\n#%11s %12s %8s %6s %33s %33s\n", "", "", "", "", "out-of-place", "in-place");
-    fflush(stdout);
+  // Buffers are allocated and touched once, outside the timed loops (first touch costs
+  // ~11 us a page); a row never needs more than maxBytes in either.
+  const size_t bufBytes = o.maxBytes + 64;
+  std::vector<char> send(bufBytes, 1), recv(bufBytes, 1), mpiRecv(bufBytes, 1);
+  const bool mpiRuns = o.baseline && o.threads == 1 && c.runMpi;
+  // nccl-tests' mulsum: a pre-multiplied sum, each rank's scalar 1 or 2.
+  snclRedOp_t mulSum[snclNumTypes];
+  for (snclDataType_t t : o.types) {
+    if (!c.reduces) break;
+    unsigned char scalar[8];
+    store(t, scalar, 0, mulSumScalar(rank));
+    if (snclRedOpCreatePreMulSum(&mulSum[t], scalar, t, snclScalarHostImmediate, comm) != snclSuccess) {
+      fprintf(stderr, "rank %d: snclRedOpCreatePreMulSum failed: %s\n", rank, snclGetLastError(comm));
+      *exitCode = 1;
+      return;
+    }
   }
+  if (leader) printHeader(*sh, mpiRuns);
+  const int root = c.rooted ? o.root : -1;
   double busSum = 0;
   int rows = 0;
   long totalWrong = 0;
-  for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= std::max<size_t>(o.stepFactor, 2)) {
-    const size_t count = c.countFor(bytes, esize, nranks);
-    double times[3] = {0, 0, 0};
-    long wrong[3] = {0, 0, 0};
-    for (int variant = 0; variant < 3; ++variant) {
-      const bool inPlace = variant == 1, isMpi = variant == 2;
-      if (isMpi && !mpiBaseline) continue;
-      void* dst = inPlace ? in.data() : isMpi ? mpiOut.data() : out.data();
-      if (o.check) {
-        c.fill(in.data(), count, o.dtype, o.op, rank, nranks);
-        bool ok = isMpi ? c.runMpi(in.data(), dst, count, mpiType(o.dtype), mpiOp(o.op), MPI_COMM_WORLD) == MPI_SUCCESS
-                        : c.run(in.data(), dst, count, o.dtype, o.op, comm) == snclSuccess;
-        wrong[variant] = ok ? static_cast<long>(c.check(dst, count, o.dtype, o.op, rank, nranks)) : static_cast<long>(count);
-        if (!ok) fprintf(stderr, "rank %d: %s failed: %s\n", rank, c.name, snclGetLastError(comm));
+  const std::vector<snclRedOp_t> noOp{snclSum};
+  for (snclDataType_t type : o.types) {
+    const size_t elem = typeSize(type);
+    for (snclRedOp_t refOp : c.reduces ? o.ops : noOp) {
+      const MPI_Datatype mt = mpiType(type, c.reduces);
+      const MPI_Op mo = c.reduces ? mpiOp(refOp) : MPI_OP_NULL;
+      const bool mpiRow = mpiRuns && mt != MPI_DATATYPE_NULL && (!c.reduces || mo != MPI_OP_NULL);
+      for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= std::max<size_t>(o.stepFactor, 2)) {
+        const size_t blocks = c.blocks ? static_cast<size_t>(nranks) : 1;
+        const size_t count = bytes / elem / blocks, rowCount = count * blocks, rowBytes = rowCount * elem;
+        double times[3] = {0, 0, 0};
+        long wrong[3] = {0, 0, 0};
+        for (int variant = 0; variant < 3; ++variant) {
+          const bool inPlace = variant == 1, isMpi = variant == 2;
+          if ((inPlace && !c.hasInPlace) || (isMpi && !mpiRow)) continue;
+          Call call{send.data(), isMpi ? mpiRecv.data() : recv.data(), count, type,
+                    refOp == kMulSum ? mulSum[type] : refOp, refOp, root < 0 ? 0 : root, rank, nranks, comm};
+          if (inPlace) {
+            call.send = send.data() + (c.sendOffset ? c.sendOffset(count, rank, call.root) : 0) * elem;
+            call.recv = send.data() + (c.recvOffset ? c.recvOffset(count, rank, call.root) : 0) * elem;
+          }
+          auto once = [&] { return isMpi ? c.runMpi(call, mt, mo) == MPI_SUCCESS : c.run(call) == snclSuccess; };
+          if (o.check) {
+            // Nothing left from an earlier row can pass for a result.
+            memset(send.data(), 0xa5, rowBytes);
+            if (!inPlace) memset(call.recv, 0xa5, rowBytes);
+            c.fill(call);
+            const bool ok = once();
+            wrong[variant] = ok ? static_cast<long>(c.check(call)) : static_cast<long>(rowCount);
+            if (!ok) fprintf(stderr, "rank %d: %s failed: %s\n", rank, c.name, isMpi ? "MPI error" : snclGetLastError(comm));
+          }
+          bool ok = true;
+          if (o.threads == 1) MPI_Barrier(MPI_COMM_WORLD);
+          else pthread_barrier_wait(&sh->barrier);
+          times[variant] = timeIters(once, o.warmup, o.iters, &ok);
+          if (!ok) wrong[variant] = static_cast<long>(rowCount);
+        }
+        // Slowest rank's time and everyone's wrong counts (threads: each process's rank 0 reports its own).
+        if (o.threads == 1) {
+          MPI_Allreduce(MPI_IN_PLACE, times, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+          MPI_Allreduce(MPI_IN_PLACE, wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        }
+        totalWrong += wrong[0] + wrong[1] + wrong[2];
+        if (!leader) continue;
+        const double f = c.busFactor(nranks);
+        auto algbw = [&](int v) { return times[v] > 0 ? rowBytes / times[v] / 1e3 : 0.0; };
+        printf(" %11zu %12zu %8s %6s %5d %9.2f %7.2f %7.2f %6s", rowBytes, rowCount, kTypeNames[type],
+               c.reduces ? kOpNames[refOp] : "none", root, times[0], algbw(0), algbw(0) * f,
+               o.check ? std::to_string(wrong[0]).c_str() : "N/A");
+        if (c.hasInPlace)
+          printf(" %9.2f %7.2f %7.2f %6s", times[1], algbw(1), algbw(1) * f, o.check ? std::to_string(wrong[1]).c_str() : "N/A");
+        else
+          printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+        if (mpiRow)
+          printf(" %9.2f %7.2f %6s %9.2f", times[2], algbw(2) * f, o.check ? std::to_string(wrong[2]).c_str() : "N/A",
+                 times[2] / times[0]);
+        else if (mpiRuns)
+          printf(" %9s %7s %6s %9s", "N/A", "N/A", "N/A", "N/A");
+        printf("\n");
+        fflush(stdout);
+        busSum += algbw(0) * f;
+        ++rows;
       }
-      bool ok = true;
-      if (o.threads == 1) MPI_Barrier(MPI_COMM_WORLD);
-      else pthread_barrier_wait(&sh->barrier);
-      times[variant] = timeIters(
-          [&] {
-            return isMpi ? c.runMpi(in.data(), dst, count, mpiType(o.dtype), mpiOp(o.op), MPI_COMM_WORLD) == MPI_SUCCESS
-                         : c.run(in.data(), dst, count, o.dtype, o.op, comm) == snclSuccess;
-          },
-          o.warmup, o.iters, &ok);
-      if (!ok) wrong[variant] = static_cast<long>(count);
-    }
-    // Slowest rank's time and everyone's wrong counts (threads: rank 0 of each process reports its own).
-    if (o.threads == 1) {
-      MPI_Allreduce(MPI_IN_PLACE, times, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    }
-    totalWrong += wrong[0] + wrong[1] + wrong[2];
-    if (leader) {
-      const double algbw[3] = {bytes / times[0] / 1e3, bytes / times[1] / 1e3, times[2] ? bytes / times[2] / 1e3 : 0};
-      const double f = c.busFactor(nranks);
-      printf(" %11zu %12zu %8s %6s %9.2f %7.2f %7.2f %6ld %9.2f %7.2f %7.2f %6ld", bytes, count, kTypeNames[o.dtype],
-             kOpNames[o.op], times[0], algbw[0], algbw[0] * f, o.check ? wrong[0] : -1L, times[1], algbw[1],
-             algbw[1] * f, o.check ? wrong[1] : -1L);
-      if (mpiBaseline)
-        printf(" %9.2f %7.2f %6ld %9.2f", times[2], algbw[2] * f, o.check ? wrong[2] : -1L, times[2] / times[0]);
-      printf("\n");
-      fflush(stdout);
-      busSum += algbw[0] * f;
-      ++rows;
     }
   }
   if (leader) {
     printf("# Out of bounds values : %ld %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g\n#\n", rows ? busSum / rows : 0.0);
   }
+  for (snclDataType_t t : o.types)
+    if (c.reduces) snclRedOpDestroy(mulSum[t], comm);
   if (snclCommDestroy(comm) != snclSuccess) *exitCode = 1;
   if (totalWrong) *exitCode = 1;
 }
 
+// "all" or one name of names[0..n).
+template <class E>
+bool parseList(const char* arg, const char* const* names, int n, std::vector<E>* out) {
+  out->clear();
+  for (int i = 0; i < n; ++i)
+    if (!strcmp(arg, "all") || !strcmp(arg, names[i])) out->push_back(static_cast<E>(i));
+  return !out->empty();
+}
+
 }  // namespace
-
-size_t typeSize(snclDataType_t t) {
-  static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return t >= 0 && t < snclNumTypes ? sizes[t] : 0;
-}
-
-double valueOf(snclRedOp_t op, int rank, int nranks, size_t i) {
-  switch (op) {
-    case snclProd: return (i % nranks) == static_cast<size_t>(rank) ? 2.0 : 1.0;
-    case snclMax:
-    case snclMin: return static_cast<double>((static_cast<size_t>(rank) * 5 + i) % 11);
-    case snclAvg: return static_cast<double>(nranks * ((i + rank) % 3));
-    default: return static_cast<double>((static_cast<size_t>(rank) + i) % 4);
-  }
-}
-
-double reducedValue(snclRedOp_t op, int nranks, size_t i) {
-  double acc = valueOf(op, 0, nranks, i);
-  for (int r = 1; r < nranks; ++r) {
-    double v = valueOf(op, r, nranks, i);
-    acc = op == snclProd ? acc * v : op == snclMax ? std::max(acc, v) : op == snclMin ? std::min(acc, v) : acc + v;
-  }
-  return op == snclAvg ? acc / nranks : acc;
-}
-
-void store(snclDataType_t type, void* base, size_t i, double v) {
-  switch (type) {
-    case snclInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case snclUint8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    case snclInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case snclUint32: static_cast<uint32_t*>(base)[i] = static_cast<uint32_t>(v); break;
-    case snclInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case snclUint64: static_cast<uint64_t*>(base)[i] = static_cast<uint64_t>(v); break;
-    case snclFloat64: static_cast<double*>(base)[i] = v; break;
-    default: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-  }
-}
-
-double load(snclDataType_t type, const void* base, size_t i) {
-  switch (type) {
-    case snclInt8: return static_cast<const int8_t*>(base)[i];
-    case snclUint8: return static_cast<const uint8_t*>(base)[i];
-    case snclInt32: return static_cast<const int32_t*>(base)[i];
-    case snclUint32: return static_cast<const uint32_t*>(base)[i];
-    case snclInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case snclUint64: return static_cast<double>(static_cast<const uint64_t*>(base)[i]);
-    case snclFloat64: return static_cast<const double*>(base)[i];
-    default: return static_cast<const float*>(base)[i];
-  }
-}
 
 int run(int argc, char** argv, const Collective& coll) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   Options o;
   int ch;
-  while ((ch = getopt(argc, argv, "b:e:f:n:w:c:t:d:o:B:h")) != -1) {
+  while ((ch = getopt(argc, argv, "b:e:f:n:w:c:t:d:o:r:B:h")) != -1) {
     switch (ch) {
       case 'b': o.minBytes = parseSize(optarg); break;
       case 'e': o.maxBytes = parseSize(optarg); break;
@@ -234,21 +251,20 @@ int run(int argc, char** argv, const Collective& coll) {
       case 'w': o.warmup = atoi(optarg); break;
       case 'c': o.check = atoi(optarg); break;
       case 't': o.threads = std::max(1, atoi(optarg)); break;
+      case 'r': o.root = atoi(optarg); break;
       case 'B': o.baseline = atoi(optarg) != 0; break;
       case 'd':
-      case 'o': {
-        const char** names = ch == 'd' ? kTypeNames : kOpNames;
-        int n = ch == 'd' ? snclNumTypes : snclNumOps, found = -1;
-        for (int i = 0; i < n; ++i)
-          if (!strcmp(optarg, names[i])) found = i;
-        if (found < 0) {
-          fprintf(stderr, "unknown %s '%s'\n", ch == 'd' ? "type" : "op", optarg);
+        if (!parseList(optarg, kTypeNames, snclNumTypes, &o.types)) {
+          fprintf(stderr, "unknown type '%s'\n", optarg);
           MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        if (ch == 'd') o.dtype = static_cast<snclDataType_t>(found);
-        else o.op = static_cast<snclRedOp_t>(found);
         break;
-      }
+      case 'o':
+        if (!parseList(optarg, kOpNames, kNumOps, &o.ops)) {
+          fprintf(stderr, "unknown op '%s'\n", optarg);
+          MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        break;
       default: usage(argv[0]); MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -258,6 +274,10 @@ int run(int argc, char** argv, const Collective& coll) {
   MPI_Comm_rank(MPI_COMM_WORLD, &sh.mpiRank);
   MPI_Comm_size(MPI_COMM_WORLD, &sh.mpiSize);
   sh.nranks = sh.mpiSize * o.threads;
+  if (coll.rooted && (o.root < 0 || o.root >= sh.nranks)) {
+    if (sh.mpiRank == 0) fprintf(stderr, "root %d out of range [0, %d)\n", o.root, sh.nranks);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   if (sh.mpiRank == 0 && snclGetUniqueId(&sh.id) != snclSuccess) {
     fprintf(stderr, "snclGetUniqueId failed: %s\n", snclGetLastError(nullptr));
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -1,51 +1,73 @@
 // The shared harness of the *_perf benchmarks, in nccl-tests' style: flags, size sweep,
-// timing, result checking, and MPI's matching collective on the same buffers beside sncl.
+// timing, result checking, and MPI's matching call on the same input beside sncl.
 // Runs under mpirun (one rank per process, or -t threads per process) or standalone.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
-#include <string>
 
 #include "sncl/sncl.h"
 
 namespace perf {
 
-struct Options {
-  size_t minBytes = 8;
-  size_t maxBytes = 64u << 20;
-  size_t stepFactor = 2;
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
-  int threads = 1;  // ranks per process
-  snclDataType_t dtype = snclFloat32;
-  snclRedOp_t op = snclSum;
-  bool baseline = true;  // MPI beside sncl
+// A pre-multiplied sum (snclRedOpCreatePreMulSum, nccl-tests' "mulsum"), for the value
+// functions below; the harness passes the real op to sncl.
+constexpr snclRedOp_t kMulSum = static_cast<snclRedOp_t>(snclNumOps);
+
+// One call, as the harness makes it on this rank.
+struct Call {
+  const void* send;
+  void* recv;
+  size_t count;  // the collective's count argument (see Collective::blocks)
+  snclDataType_t type;
+  snclRedOp_t op;      // what sncl gets (a PreMulSum handle for kMulSum)
+  snclRedOp_t refOp;   // what the data is for (kMulSum for a pre-multiplied sum)
+  int root;
+  int rank;
+  int nranks;
+  snclComm_t comm;
 };
 
-// What one benchmark measures: the collective, its bus-bandwidth factor, and the MPI peer.
+// What one benchmark measures, with nccl-tests' conventions.
 struct Collective {
   const char* name;
-  // Elements per rank for a size in bytes (the nccl-tests convention of the collective).
-  size_t (*countFor)(size_t bytes, size_t elemSize, int nranks);
+  bool reduces;  // takes a reduction op (-o)
+  bool rooted;   // takes a root (-r)
+  // The size of a row is nranks blocks of count elements (All-Gather, Reduce-Scatter,
+  // All-to-All, Gather, Scatter) or count elements (the others).
+  bool blocks;
+  // In place, send and receive share one buffer, the send part starting at element
+  // sendOffset of it and the receive part at recvOffset (nccl-tests' in-place offsets;
+  // nullptr: 0). hasInPlace false: no in-place form (a send and a receive of one buffer race).
+  bool hasInPlace;
+  size_t (*sendOffset)(size_t count, int rank, int root);
+  size_t (*recvOffset)(size_t count, int rank, int root);
   double (*busFactor)(int nranks);
-  snclResult_t (*run)(const void* in, void* out, size_t count, snclDataType_t type, snclRedOp_t op, snclComm_t comm);
-  // MPI's call on the same buffers; -1 when MPI has no equivalent (then no baseline).
-  int (*runMpi)(const void* in, void* out, size_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
-  // Fills rank's input and checks the output; returns wrong elements.
-  void (*fill)(void* in, size_t count, snclDataType_t type, snclRedOp_t op, int rank, int nranks);
-  size_t (*check)(const void* out, size_t count, snclDataType_t type, snclRedOp_t op, int rank, int nranks);
+  snclResult_t (*run)(const Call& c);
+  // MPI's call (out of place); nullptr: none.
+  int (*runMpi)(const Call& c, MPI_Datatype type, MPI_Op op);
+  // Fills this rank's send buffer; counts the wrong elements of its receive buffer.
+  void (*fill)(const Call& c);
+  size_t (*check)(const Call& c);
 };
 
 int run(int argc, char** argv, const Collective& coll);
 
-// Helpers for data whose reduction is exact in every supported type.
-double valueOf(snclRedOp_t op, int rank, int nranks, size_t i);
-double reducedValue(snclRedOp_t op, int nranks, size_t i);
+// Values whose reduction is exact in every type and rank count (small integers within
+// what the type holds exactly), as nccl-tests chooses them; see values.cc.
+double valueOf(snclDataType_t type, snclRedOp_t op, int rank, int nranks, size_t i);
+double reducedValue(snclDataType_t type, snclRedOp_t op, int nranks, size_t i);
+double mulSumScalar(int rank);
 void store(snclDataType_t type, void* base, size_t i, double v);
 double load(snclDataType_t type, const void* base, size_t i);
 size_t typeSize(snclDataType_t type);
+// Data that is only moved: a byte pattern per (rank, element).
+void fillPattern(size_t elemSize, int rank, void* buf, size_t count, size_t first = 0);
+size_t checkPattern(size_t elemSize, int rank, const void* buf, size_t count, size_t first = 0);
+
+// Helpers for the benchmarks' fill and check.
+void fillReduction(const Call& c, size_t count, size_t first = 0);
+size_t checkReduction(const Call& c, const void* buf, size_t count, size_t first = 0);
 
 }  // namespace perf

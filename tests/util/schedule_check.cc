@@ -35,6 +35,13 @@ struct RankState {
 
 SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bool inPlace,
                            const std::function<void(int, algo::Schedule*)>& build) {
+  return runSymbolic(
+      nranks, [&](int) { return inputCount; }, [&](int) { return outputCount; }, inPlace, build);
+}
+
+SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCountOf,
+                           const std::function<size_t(int)>& outputCountOf, bool inPlace,
+                           const std::function<void(int, algo::Schedule*)>& build) {
   SymbolicResult res;
   std::vector<RankState> ranks(nranks);
   std::map<std::pair<int, int>, std::deque<Message>> channels;  // (from, to)
@@ -45,6 +52,7 @@ SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bo
   for (int r = 0; r < nranks; ++r) {
     RankState& s = ranks[r];
     build(r, &s.schedule);
+    const size_t inputCount = inputCountOf(r), outputCount = outputCountOf(r);
     s.output.assign(std::max(outputCount, inPlace ? inputCount : 0), 0);
     s.input.resize(inputCount);
     for (size_t i = 0; i < inputCount; ++i) s.input[i] = symbolicKey(r, i);
@@ -61,6 +69,32 @@ SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bo
                          buf.size()));
     return false;
   };
+  // The executor posts a step's operations together: sends read and receives write while
+  // the others run, so within a step no operation may write what another reads or writes.
+  auto checkHazards = [&](int r, RankState& s, uint32_t begin, uint32_t end) {
+    struct Access {
+      uint32_t op;
+      const std::vector<uint64_t>* buf;
+      size_t off, count;
+      bool write;
+    };
+    std::vector<Access> accesses;
+    for (uint32_t i = begin; i < end; ++i) {
+      const algo::Op& op = s.schedule.ops[i];
+      if (op.count == 0) continue;
+      // A copy onto itself (in place) is skipped by the executor.
+      const bool selfCopy = op.kind == algo::OpKind::Copy && &buffer(s, op.srcBuf) == &buffer(s, op.dstBuf) && op.src == op.dst;
+      const bool reads = op.kind != algo::OpKind::Recv, writes = op.kind != algo::OpKind::Send && !selfCopy;
+      if (reads) accesses.push_back({i, &buffer(s, op.srcBuf), op.src, op.count, false});
+      if (writes) accesses.push_back({i, &buffer(s, op.dstBuf), op.dst, op.count, true});
+    }
+    for (const Access& a : accesses)
+      for (const Access& b : accesses)
+        if (a.op != b.op && a.write && a.buf == b.buf && a.off < b.off + b.count && b.off < a.off + a.count)
+          return failWith(fmt::format("rank {} step {}: op {} writes [{}, {}) which op {} of the same step {}", r,
+                                      s.step, a.op - begin, a.off, a.off + a.count, b.op - begin,
+                                      b.write ? "writes" : "reads"));
+  };
   // Rounds until every rank finished or nothing moves; bounded by the total step count.
   bool progressed = true;
   while (progressed && res.ok) {
@@ -70,7 +104,8 @@ SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bo
       if (s.step >= s.schedule.numSteps()) continue;
       const uint32_t begin = s.schedule.stepBegin(s.step), end = s.schedule.stepEnd[s.step];
       if (!s.sendsPosted) {
-        for (uint32_t i = begin; i < end; ++i) {
+        checkHazards(r, s, begin, end);
+        for (uint32_t i = begin; i < end && res.ok; ++i) {
           const algo::Op& op = s.schedule.ops[i];
           if (op.kind != algo::OpKind::Send) continue;
           auto& src = buffer(s, op.srcBuf);

@@ -24,5 +24,10 @@ uint64_t symbolicKey(int rank, size_t element);
 // outputs outputCount. inPlace makes Input and Output the same buffer.
 SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bool inPlace,
                            const std::function<void(int rank, algo::Schedule*)>& build);
+// The same with sizes per rank (0: a buffer the rank must not touch, such as a non-root's
+// output of a reduce).
+SymbolicResult runSymbolic(int nranks, const std::function<size_t(int rank)>& inputCount,
+                           const std::function<size_t(int rank)>& outputCount, bool inPlace,
+                           const std::function<void(int rank, algo::Schedule*)>& build);
 
 }  // namespace sncl::test

@@ -1,0 +1,121 @@
+// snclCommSplit: colors, keys, SNCL_SPLIT_NOCOLOR, config inheritance, bad arguments.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/comm.h"
+#include "sncl/sncl.h"
+#include "tests/util/data.h"
+#include "tests/util/launcher.h"
+
+using namespace sncl;
+
+namespace {
+
+// Sums rank+1 over comm with an all-reduce.
+float sumOfRanks(snclComm_t comm) {
+  int rank = -1;
+  snclCommUserRank(comm, &rank);
+  float v = static_cast<float>(rank + 1);
+  if (snclAllReduce(&v, &v, 1, snclFloat32, snclSum, comm, nullptr) != snclSuccess) return -1;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("split by color orders ranks by key, then by old rank", "[split][process]") {
+  auto exits = test::runRanks(5, [](int rank, int n, const snclUniqueId& id) {
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 7000;
+    config.commName = "parent";
+    snclComm_t comm = nullptr;
+    if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 2;
+    int failures = 0;
+    // Colors: {0, 2, 4} and {1, 3}; rank 4 opts out. Keys reverse the order in color 0
+    // except for a tie between ranks 0 and 2 (old rank breaks it).
+    const int color = rank == 4 ? SNCL_SPLIT_NOCOLOR : rank % 2;
+    const int key = rank % 2 == 0 ? 0 : -rank;
+    snclComm_t sub = reinterpret_cast<snclComm_t>(1);
+    if (snclCommSplit(comm, color, key, &sub, nullptr) != snclSuccess) return 3;
+    if (rank == 4) {
+      failures += sub != nullptr;
+    } else {
+      int subRank = -1, subCount = -1;
+      snclCommUserRank(sub, &subRank);
+      snclCommCount(sub, &subCount);
+      const int expectRank[] = {0, 1, 1, 0};  // color 0: ranks 0, 2; color 1: ranks 3, 1
+      failures += subCount != 2 || subRank != expectRank[rank];
+      failures += sumOfRanks(sub) != 3.0f;
+      // Inherited: the parent's deadline and name.
+      failures += sub->timeoutMs != 7000 || sub->name != "parent";
+      // A split of the split, with a config of its own.
+      snclConfig_t own = SNCL_CONFIG_INITIALIZER;
+      own.timeoutMs = 9000;
+      snclComm_t single = nullptr;
+      if (snclCommSplit(sub, subRank, 0, &single, &own) != snclSuccess) return 4;
+      failures += sumOfRanks(single) != 1.0f || single->timeoutMs != 9000;
+      snclCommDestroy(single);
+      snclCommDestroy(sub);
+    }
+    // The parent still works.
+    failures += sumOfRanks(comm) != 15.0f;
+    snclCommDestroy(comm);
+    return failures ? 1 : 0;
+  });
+  CHECK(test::allSucceeded(exits));
+}
+
+TEST_CASE("split of ranks as threads, non-blocking", "[split][threads]") {
+  const int nranks = 4;
+  std::vector<snclComm_t> comms(nranks);
+  REQUIRE(snclCommInitAll(comms.data(), nranks, nullptr) == snclSuccess);
+  std::vector<int> failures(nranks, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      snclComm_t sub = nullptr;
+      snclResult_t res = snclCommSplit(comms[r], r / 2, r, &sub, &config);
+      if (res != snclSuccess && res != snclInProgress) ++failures[r];
+      snclResult_t async = snclInProgress;
+      while (sub && async == snclInProgress) snclCommGetAsyncError(sub, &async);
+      if (async != snclSuccess) ++failures[r];
+      // ranks {0, 1} and {2, 3}: sums of (sub rank + 1) are 3.
+      if (sumOfRanks(sub) != 3.0f) ++failures[r];
+      snclCommDestroy(sub);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r) CHECK(failures[r] == 0);
+  for (auto c : comms) snclCommDestroy(c);
+}
+
+TEST_CASE("a bad split argument on one rank fails every rank at once", "[split][errors]") {
+  const int nranks = 3;
+  std::vector<snclComm_t> comms(nranks);
+  REQUIRE(snclCommInitAll(comms.data(), nranks, nullptr) == snclSuccess);
+  std::vector<snclResult_t> results(nranks);
+  std::vector<std::string> messages(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      snclComm_t sub = nullptr;
+      results[r] = snclCommSplit(comms[r], r == 1 ? -5 : 0, 0, &sub, nullptr);
+      messages[r] = snclGetLastError(nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r) CHECK(results[r] == snclInvalidArgument);
+  CHECK_THAT(messages[1], Catch::Contains("color -5 is negative"));
+  CHECK_THAT(messages[0], Catch::Contains("rank 1 passed bad arguments"));
+  snclComm_t sub = nullptr;
+  CHECK(snclCommSplit(comms[0], 0, 0, nullptr, nullptr) == snclInvalidArgument);
+  snclGroupStart();
+  CHECK(snclCommSplit(comms[0], 0, 0, &sub, nullptr) == snclInvalidUsage);
+  CHECK_THAT(std::string(snclGetLastError(nullptr)), Catch::Contains("inside a group"));
+  snclGroupEnd();
+  for (auto c : comms) snclCommDestroy(c);
+}
