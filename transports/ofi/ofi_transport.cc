@@ -84,10 +84,11 @@ Result OfiTransport::openEndpoint(size_t npeers, AddressRecord* mine) {
   SNCL_CHECK(fabric_.open(options_, node, npeers, cqSize));
   SNCL_CHECK(fabric_.localAddress(mine));
   const uint64_t mrMode = fabric_.mrMode();
+  char mrText[256] = "";
+  fi_tostr_r(mrText, sizeof(mrText), &mrMode, FI_TYPE_MR_MODE);  // fi_tostr's buffer is shared by threads
   log::info(log::Subsys::Transport, "ofi: rank {}: provider {} ({}) on {}, address {}, mr_mode [{}], wait {}", rank_,
             fabric_.provider(), fabric_.tagged() ? "FI_TAGGED" : "FI_MSG", node,
-            fabric_.addressString(mine->addr, mine->addrLen), fi_tostr(&mrMode, FI_TYPE_MR_MODE),
-            fabric_.waitFd() >= 0 ? "fd" : "sleep");
+            fabric_.addressString(mine->addr, mine->addrLen), mrText, fabric_.waitFd() >= 0 ? "fd" : "sleep");
   return snclSuccess;
 }
 
