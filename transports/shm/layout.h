@@ -1,0 +1,114 @@
+// The shared-memory layout of one rank's segment, as every rank that maps it sees it.
+//
+// A rank's segment holds the FIFOs it *receives* on, one per connected peer:
+//
+//   SegmentHeader | fifo offsets[nranks] | pad to page
+//   FIFO from peer a: FifoControl | SlotHeader[nSlots] | pad to page | payload[nSlots][slotBytes]
+//   FIFO from peer b: ...
+//
+// A sender maps the header pages (for the receiver's doorbell and the FIFO offsets) and the
+// one FIFO it writes; see Segment and PeerWindow. Everything here is plain data: the
+// kernel zero-fills the segment, so no object is ever constructed in it, and words that
+// two processes touch are accessed through std::atomic_ref.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sncl::shm {
+
+constexpr size_t kCacheLine = 64;
+constexpr size_t kPage = 4096;
+constexpr uint64_t kSegmentMagic = 0x736e'636c'7368'6d31ull;  // "snclshm1"
+
+constexpr size_t alignUp(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+template <class T>
+T loadAcquire(T& word) {
+  return std::atomic_ref<T>(word).load(std::memory_order_acquire);
+}
+template <class T>
+void storeRelease(T& word, T value) {
+  std::atomic_ref<T>(word).store(value, std::memory_order_release);
+}
+template <class T>
+T loadRelaxed(T& word) {
+  return std::atomic_ref<T>(word).load(std::memory_order_relaxed);
+}
+template <class T>
+void storeRelaxed(T& word, T value) {
+  std::atomic_ref<T>(word).store(value, std::memory_order_relaxed);
+}
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free, "shared counters need lock-free 64-bit atomics");
+
+// The word a rank sleeps on (futex) when it cannot progress. Peers bump seq after they
+// publish or free a slot that concerns this rank; they only enter the kernel to wake it
+// when waiters says it may sleep.
+struct Doorbell {
+  alignas(kCacheLine) uint32_t seq;
+  alignas(kCacheLine) uint32_t waiters;
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t slotBytes;   // payload bytes per slot, a multiple of kPage
+  uint64_t nSlots;      // slots per FIFO
+  uint64_t fifoStride;  // bytes of one FIFO (control, slot headers, payload), page multiple
+  alignas(kCacheLine) Doorbell doorbell;
+  // Followed by uint64_t fifoOffset[nranks]: where the FIFO from sender rank r starts,
+  // 0 when r is not connected.
+};
+
+inline uint64_t* fifoOffsets(SegmentHeader* header) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(header) + sizeof(SegmentHeader));
+}
+inline size_t headerBytes(int nranks) {
+  return alignUp(sizeof(SegmentHeader) + sizeof(uint64_t) * static_cast<size_t>(nranks), kPage);
+}
+
+// Why a pair of ranks stopped talking. Whoever fails a pair first claims the status (CAS
+// None -> Claimed), fills in the details, then publishes the reason with a release store,
+// so a reader that sees a reason also sees its details.
+enum class PairFailure : uint32_t { None = 0, Claimed, Mismatch, Aborted, Closed, Timeout, Died };
+
+struct PairStatus {
+  uint32_t reason;   // PairFailure
+  int32_t reporter;  // rank that failed the pair
+  // Mismatch: the message from fromRank to toRank that the receiver rejected.
+  int32_t fromRank;
+  int32_t toRank;
+  uint64_t sentTag;
+  uint64_t sentBytes;
+  uint64_t expectedTag;
+  uint64_t expectedBytes;
+};
+
+// Head and tail are monotonic slot counters, each on its own cache line so that the
+// sender's and the receiver's stores never share a line; slot n is n % nSlots.
+struct FifoControl {
+  alignas(kCacheLine) uint64_t head;  // slots published, written by the sender
+  alignas(kCacheLine) uint64_t tail;  // slots released, written by the receiver
+  alignas(kCacheLine) PairStatus status;
+};
+
+// Describes the fragment in a slot; written by the sender before it publishes the slot.
+struct alignas(kCacheLine) SlotHeader {
+  uint64_t tag;
+  uint64_t totalBytes;  // of the whole message
+  uint64_t offset;      // of this fragment in the message, a multiple of 64
+  uint64_t bytes;       // of this fragment
+};
+
+inline size_t fifoPayloadOffset(size_t nSlots) {
+  return alignUp(sizeof(FifoControl) + sizeof(SlotHeader) * nSlots, kPage);
+}
+inline size_t fifoStride(size_t nSlots, size_t slotBytes) {
+  return fifoPayloadOffset(nSlots) + nSlots * slotBytes;
+}
+
+}  // namespace sncl::shm

@@ -1,0 +1,221 @@
+// ShmTransport: options, setup and teardown. Posting and progress: shm_progress.cc.
+#include "transports/shm/shm_transport.h"
+
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "lib/bootstrap.h"
+#include "lib/env.h"
+#include "lib/log.h"
+
+namespace sncl {
+
+ShmOptions ShmOptions::fromEnv() {
+  ShmOptions o;
+  o.fifoBytes = env::bytes("SNCL_SHM_FIFO_BYTES", 0);
+  o.slotBytes = env::bytes("SNCL_SHM_SLOT_BYTES", 0);
+  return o;
+}
+
+std::unique_ptr<Transport> createShmTransport() {
+  return createShmTransport(ShmOptions::fromEnv());
+}
+
+std::unique_ptr<Transport> createShmTransport(const ShmOptions& options) {
+  return std::make_unique<shm::ShmTransport>(options);
+}
+
+namespace shm {
+namespace {
+
+// FIFO sizing when the options leave it open: a receiver's budget is shared by its peers,
+// within a floor (enough slots to overlap copies at 64 ranks) and a ceiling (beyond which
+// bandwidth does not grow). Per peer, 2 ranks: 8 x 512 KiB; 8 ranks: 8 x 256 KiB;
+// 64 ranks: 8 x 32 KiB (16 MiB per rank, all of it faulted in at setup).
+constexpr size_t kReceiverBudget = 16u << 20;
+constexpr size_t kMaxFifoBytes = 4u << 20;
+constexpr size_t kMinFifoBytes = 256u << 10;
+constexpr size_t kSlotsPerFifo = 8;
+constexpr size_t kMinSlots = 2;
+// Not oversubscribed, a peer on another core usually answers within a few microseconds;
+// spinning that long is cheaper than a futex sleep and wake-up.
+constexpr int64_t kSpinMicros = 20;
+
+// What each rank publishes at setup.
+struct SegmentRecord {
+  int32_t status;  // snclResult_t of creating the segment
+  char name[92];
+};
+
+int cpusAvailable() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return CPU_COUNT(&set);
+}
+
+}  // namespace
+
+ShmTransport::~ShmTransport() {
+  if (connected_.load()) {
+    // A peer still waiting on this rank fails now instead of at its deadline; it first
+    // drains whatever this rank had already published.
+    PairStatus details{};
+    details.reporter = rank_;
+    for (Peer& p : peers_) {
+      failPairStatus(p.in.status(), PairFailure::Closed, details);
+      failPairStatus(p.out.status(), PairFailure::Closed, details);
+      p.bell.ring();
+    }
+  }
+  for (Peer& p : peers_)
+    if (p.pidfd >= 0) close(p.pidfd);
+}
+
+Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& peers) {
+  if (segment_) return fail(snclInvalidUsage, "shm: setup called twice");
+  if (!ctx.bootstrap || !ctx.peers || ctx.peers->size() != static_cast<size_t>(ctx.nranks) || ctx.rank < 0 ||
+      ctx.rank >= ctx.nranks)
+    return fail(snclInternalError, "shm: setup needs a bootstrap and the info of all {} ranks", ctx.nranks);
+  rank_ = ctx.rank;
+  nranks_ = ctx.nranks;
+  timeoutMs_ = ctx.timeoutMs;
+  const Deadline deadline = Deadline::afterMs(timeoutMs_);
+  removeStaleSegments();
+
+  // A rank that fails locally still takes part in both exchanges, so that nobody waits
+  // for it until the deadline; every rank then fails setup alike.
+  Result created = createSegment(ctx, peers);
+  std::vector<SegmentRecord> records(nranks_);
+  records[rank_].status = created;
+  if (segment_) snprintf(records[rank_].name, sizeof(records[rank_].name), "%s", segment_->name().c_str());
+  Result r = ctx.bootstrap->allGather(records.data(), sizeof(SegmentRecord), deadline);
+  if (r != snclSuccess || created != snclSuccess) {
+    segment_.reset();  // unlinks it
+    return r != snclSuccess ? r : created;
+  }
+  for (int k = 0; k < nranks_; ++k) {
+    if (records[k].status == snclSuccess) continue;
+    segment_.reset();
+    return fail(snclRemoteError, "shm: rank {} could not create its shared memory segment ({})", k,
+                resultName(static_cast<Result>(records[k].status)));
+  }
+
+  std::vector<std::string> names(nranks_);
+  for (int k = 0; k < nranks_; ++k)
+    names[k] = std::string(records[k].name, strnlen(records[k].name, sizeof(records[k].name)));
+  Result mapped = connectPeers(names);
+  std::vector<int32_t> statuses(nranks_);
+  statuses[rank_] = mapped;
+  r = ctx.bootstrap->allGather(statuses.data(), sizeof(int32_t), deadline);
+  // Every peer has mapped this rank's segment (or given up): from now on only mappings
+  // keep it alive, so nothing is left in /dev/shm however the ranks end.
+  segment_->unlink();
+  SNCL_CHECK(r);
+  SNCL_CHECK(mapped);
+  for (int k = 0; k < nranks_; ++k)
+    if (statuses[k] != snclSuccess)
+      return fail(snclRemoteError, "shm: rank {} could not map its peers' segments ({})", k,
+                  resultName(static_cast<Result>(statuses[k])));
+
+  chooseWaitPolicy(ctx);
+  pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
+  active_.reserve(peers_.size());
+  lastStallCheck_ = Clock::now();
+  connected_.store(true);
+  if (aborted_.load()) return fail(snclInvalidUsage, "shm: rank {}: aborted during setup", rank_);
+  log::info(log::Subsys::Transport, "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, {}",
+            ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_, slotBytes_ >> 10,
+            segment_->bytes() / 1048576.0,
+            oversubscribed_ ? std::string("oversubscribed: no spinning")
+                            : fmt::format("spinning {} us before sleeping", spinMicros_));
+  return snclSuccess;
+}
+
+Result ShmTransport::createSegment(const TransportContext& ctx, const std::vector<int>& peers) {
+  const PeerInfo& me = (*ctx.peers)[rank_];
+  peers_ = std::vector<Peer>(peers.size());
+  peerByRank_.assign(nranks_, nullptr);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    if (peer < 0 || peer >= nranks_ || peer == rank_ || peerByRank_[peer])
+      return fail(snclInternalError, "shm: rank {}: bad or repeated peer {} (of {} ranks)", rank_, peer, nranks_);
+    const PeerInfo& info = (*ctx.peers)[peer];
+    if (info.bootId != me.bootId)
+      return fail(snclInvalidUsage, "shm: rank {} cannot reach rank {}: it runs on another machine ({})", rank_, peer,
+                  info.hostname);
+    peers_[i].rank = peer;
+    peers_[i].pid = info.pid;
+    peerByRank_[peer] = &peers_[i];
+  }
+
+  const size_t fifoBytes = options_.fifoBytes != 0
+                               ? options_.fifoBytes
+                               : std::bit_floor(std::clamp(kReceiverBudget / std::max<size_t>(1, peers.size()),
+                                                           kMinFifoBytes, kMaxFifoBytes));
+  slotBytes_ = options_.slotBytes != 0 ? alignUp(options_.slotBytes, kPage)
+                                       : std::max(kPage, std::bit_floor(fifoBytes / kSlotsPerFifo));
+  nSlots_ = std::max(kMinSlots, fifoBytes / slotBytes_);
+  const size_t stride = fifoStride(nSlots_, slotBytes_);
+  const size_t firstFifo = headerBytes(nranks_);
+  SNCL_CHECK(Segment::create(segmentName(ctx.commId, rank_), firstFifo + peers.size() * stride, &segment_));
+
+  auto* header = reinterpret_cast<SegmentHeader*>(segment_->data());
+  header->magic = kSegmentMagic;
+  header->rank = rank_;
+  header->nranks = nranks_;
+  header->slotBytes = slotBytes_;
+  header->nSlots = nSlots_;
+  header->fifoStride = stride;
+  for (size_t i = 0; i < peers.size(); ++i) fifoOffsets(header)[peers[i]] = firstFifo + i * stride;
+  bell_ = DoorbellRef(&header->doorbell);
+  return snclSuccess;
+}
+
+Result ShmTransport::connectPeers(const std::vector<std::string>& names) {
+  auto* header = reinterpret_cast<SegmentHeader*>(segment_->data());
+  for (Peer& p : peers_) {
+    if (names[p.rank].empty())
+      return fail(snclInvalidUsage, "shm: rank {} has no shm segment: it did not connect rank {}", p.rank, rank_);
+    SNCL_CHECK(PeerSegment::open(names[p.rank], rank_, nranks_, &p.segment));
+    const SegmentHeader* peerHeader = p.segment.header();
+    p.out = FifoSender(p.segment.fifo(), peerHeader->nSlots, peerHeader->slotBytes);
+    p.in = FifoReceiver(segment_->data() + fifoOffsets(header)[p.rank], nSlots_, slotBytes_);
+    p.bell = DoorbellRef(&p.segment.header()->doorbell);
+    // The peer runs on this kernel (same boot id): a pidfd tells when its process exits,
+    // zombie or not. No pidfd (the pid is not visible from this pid namespace, or the
+    // process is gone already): the deadline alone catches a dead peer.
+    if (p.pid != getpid()) p.pidfd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
+  }
+  return snclSuccess;
+}
+
+void ShmTransport::chooseWaitPolicy(const TransportContext& ctx) {
+  const uint64_t myBoot = (*ctx.peers)[rank_].bootId;
+  const auto localRanks =
+      std::count_if(ctx.peers->begin(), ctx.peers->end(), [&](const PeerInfo& info) { return info.bootId == myBoot; });
+  const int cpus = cpusAvailable();
+  // More ranks than cores: a spinning rank only delays the peer it waits for.
+  oversubscribed_ = localRanks > cpus;
+  spinMicros_ = oversubscribed_ ? 0 : kSpinMicros;
+}
+
+void ShmTransport::abort() {
+  if (aborted_.exchange(true)) return;
+  if (!connected_.load()) return;  // setup sees aborted_ when it ends
+  PairStatus details{};
+  details.reporter = rank_;
+  for (Peer& p : peers_) {
+    failPairStatus(p.in.status(), PairFailure::Aborted, details);
+    failPairStatus(p.out.status(), PairFailure::Aborted, details);
+    p.bell.ring();
+  }
+  bell_.ring();  // wakes this rank's own thread if it sleeps in wait()
+}
+
+}  // namespace shm
+}  // namespace sncl

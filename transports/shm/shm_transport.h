@@ -1,0 +1,110 @@
+// ShmTransport: how the shared-memory transport works.
+//
+// Each rank creates one segment holding a FIFO per connected peer for the messages it
+// *receives* (layout.h). One segment per rank rather than one per pair: n files instead
+// of n^2, the receiver's pages are faulted in (and placed on its NUMA node) by the rank
+// that reads them in place, and a sender still maps only the header pages and its own FIFO.
+// Segments are unlinked right after every peer mapped them, so nothing stays in /dev/shm
+// whatever way the ranks end.
+//
+// A message travels as fragments of at most one slot: the sender copies a fragment into
+// the next free slot and publishes it; the receiver hands the slot to the RecvSink in
+// place and frees it. A message longer than the FIFO streams through it. The first slot's
+// header carries (tag, total bytes), which the receiver checks against what it posted.
+//
+// Progress happens in test() (all peers, every call); wait() spins briefly and then sleeps
+// on this rank's doorbell, which peers ring after they publish or free a slot for it. A
+// pair fails as a whole (both directions, both ranks) on a mismatch, an abort, a timeout
+// or a dead peer; the reason is written in shared memory so that the other rank fails
+// promptly with the same story.
+//
+// One thread drives a transport (isend, irecv, test, wait); abort() may come from any.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "lib/clock.h"
+#include "lib/transport.h"
+#include "transports/shm/fifo.h"
+#include "transports/shm/request.h"
+#include "transports/shm/segment.h"
+#include "transports/shm/shm.h"
+
+namespace sncl::shm {
+
+class ShmTransport : public Transport {
+ public:
+  explicit ShmTransport(const ShmOptions& options) : options_(options) {}
+  ~ShmTransport() override;
+
+  const char* name() const override { return "shm"; }
+  Result setup(const TransportContext& ctx, const std::vector<int>& peers) override;
+  Result isend(int peer, uint64_t tag, const void* data, size_t bytes, RequestId* req) override;
+  Result irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, RequestId* req) override;
+  Result test(RequestId req, bool* done) override;
+  void wait(int64_t maxMicros) override;
+  void abort() override;
+
+ private:
+  struct Peer {
+    int rank = -1;
+    int pid = 0;
+    int pidfd = -1;       // readable once the peer's process has exited; -1: not watched
+    PeerSegment segment;  // the peer's header pages and the FIFO this rank sends on
+    FifoSender out;
+    FifoReceiver in;
+    DoorbellRef bell;  // the peer's
+    RequestQueue sends;
+    RequestQueue recvs;
+    bool active = false;      // in active_: has queued requests
+    bool progressed = false;  // moved a slot (or became active) since the last stall check
+    Clock::time_point lastProgress;
+    Result error = snclSuccess;  // set once the pair failed; every later request fails with it
+    std::string errorMessage;
+  };
+
+  // setup steps
+  Result createSegment(const TransportContext& ctx, const std::vector<int>& peers);
+  Result connectPeers(const std::vector<std::string>& names);
+  void chooseWaitPolicy(const TransportContext& ctx);
+
+  // posting and progress
+  Result peerForPost(int peerRank, Peer** out);
+  void activate(Peer& p);
+  bool progress();
+  bool progressPeer(Peer& p);
+  bool progressSends(Peer& p);
+  bool progressRecvs(Peer& p);
+  bool mayProgress();
+  void checkStalledPeers();
+  bool peerAlive(const Peer& p) const;
+
+  // failures
+  void failPair(Peer& p, Result code, std::string message, PairFailure reason, PairStatus details);
+  void failMismatch(Peer& p, const Request& r, const SlotHeader& slot);
+  void failFromRemote(Peer& p, const PairFailureInfo& info);
+  void failAllAfterAbort();
+
+  ShmOptions options_;
+  int rank_ = -1;
+  int nranks_ = 0;
+  int64_t timeoutMs_ = 60000;
+  size_t nSlots_ = 0;
+  size_t slotBytes_ = 0;
+  std::shared_ptr<Segment> segment_;
+  DoorbellRef bell_;               // this rank's: peers ring it
+  std::vector<Peer> peers_;        // sized once in setup; Peer addresses are stable
+  std::vector<Peer*> peerByRank_;  // nullptr for ranks not connected
+  std::vector<Peer*> active_;      // peers with queued requests
+  RequestPool pool_;
+  int64_t spinMicros_ = 0;
+  bool oversubscribed_ = false;
+  Clock::time_point lastStallCheck_;
+  std::atomic<bool> connected_{false};  // setup finished: abort() may touch the pairs
+  std::atomic<bool> aborted_{false};
+  bool abortHandled_ = false;
+};
+
+}  // namespace sncl::shm
