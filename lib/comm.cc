@@ -42,22 +42,28 @@ PeerInfo localPeerInfo(int rank) {
   return p;
 }
 
-// Which transport serves peer: SNCL_TRANSPORT forces one; otherwise shm on one machine.
+// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: shm
+// between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID splits),
+// ofi between hosts.
 Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* name) {
+  auto names = transportNames();
   if (auto forced = env::str("SNCL_TRANSPORT")) {
-    auto names = transportNames();
     if (std::find(names.begin(), names.end(), *forced) == names.end())
       return fail(snclInvalidArgument, "SNCL_TRANSPORT={} is not a transport (available: {})", *forced,
                   fmt::join(names, ", "));
     *name = *forced;
     return snclSuccess;
   }
-  if (peer.bootId == self.bootId) {
+  if (peer.hostId == self.hostId) {
     *name = "shm";
-    return snclSuccess;
+  } else {
+    // Here, before ofi: "bus" for pairs inside one emulated supernode (from the topology).
+    *name = "ofi";
   }
-  return fail(snclInvalidUsage, "no transport reaches rank {} on host {} from rank {} on host {}", peer.rank,
-              peer.hostname, self.rank, self.hostname);
+  if (std::find(names.begin(), names.end(), *name) == names.end())
+    return fail(snclInvalidUsage, "rank {} on host {} needs the {} transport to reach rank {} on host {}, but it is not built in",
+                self.rank, self.hostname, *name, peer.rank, peer.hostname);
+  return snclSuccess;
 }
 
 Result setupTransports(snclComm* comm, Deadline deadline) {

@@ -8,7 +8,8 @@
 
 // clang-format off
 #define SNCL_BUILTIN_TRANSPORTS(X) \
-  X("shm", createShmTransport)
+  X("shm", createShmTransport) \
+  X("ofi", createOfiTransport)
 // clang-format on
 
 namespace sncl {

@@ -1,0 +1,36 @@
+// The libfabric transport: ranks on different hosts exchange tagged messages over reliable
+// datagram endpoints (FI_EP_RDM) of whichever provider reaches them (tcp, verbs, efa, shm).
+// See ofi_transport.h for how it works.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "lib/transport.h"
+
+namespace sncl {
+
+// How send buffers meet the provider's memory-registration needs.
+enum class OfiMrPolicy {
+  Auto,    // register (through the cache) only when the provider asks for FI_MR_LOCAL
+  Cache,   // always register user buffers, cached by address range (zero copy)
+  Bounce,  // always copy into send slots registered once at setup
+};
+
+struct OfiOptions {
+  std::string provider;            // fi_info -p syntax ("tcp;ofi_rxm", "shm"); empty: automatic
+  bool tagged = true;              // false forces the FI_MSG fallback even where FI_TAGGED exists
+  size_t chunkBytes = 1u << 20;    // largest message on the wire; receive slots have this size
+  size_t recvSlots = 16;           // receive slots (and send slots under Bounce)
+  OfiMrPolicy mr = OfiMrPolicy::Auto;
+
+  // SNCL_OFI_PROVIDER, SNCL_OFI_TAGGED (0/1), SNCL_OFI_CHUNK_SIZE, SNCL_OFI_SLOTS,
+  // SNCL_OFI_MR (auto, cache, bounce). Malformed values are logged and the default used.
+  static OfiOptions fromEnv();
+};
+
+std::unique_ptr<Transport> createOfiTransport();  // options from the environment
+std::unique_ptr<Transport> createOfiTransport(const OfiOptions& options);
+
+}  // namespace sncl

@@ -1,0 +1,304 @@
+// OfiTransport: options, setup, wait, abort and teardown. Posting and progress: ofi_progress.cc.
+#include "transports/ofi/ofi_transport.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_tagged.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "lib/bootstrap.h"
+#include "lib/env.h"
+#include "lib/log.h"
+#include "lib/socket.h"
+
+namespace sncl {
+
+OfiOptions OfiOptions::fromEnv() {
+  OfiOptions o;
+  o.provider = env::str("SNCL_OFI_PROVIDER").value_or("");
+  o.tagged = env::integer("SNCL_OFI_TAGGED", 1) != 0;
+  o.chunkBytes = env::bytes("SNCL_OFI_CHUNK_SIZE", o.chunkBytes);
+  o.recvSlots = static_cast<size_t>(env::integer("SNCL_OFI_SLOTS", static_cast<int64_t>(o.recvSlots)));
+  const std::string mr = env::str("SNCL_OFI_MR").value_or("auto");
+  if (mr == "cache") o.mr = OfiMrPolicy::Cache;
+  else if (mr == "bounce") o.mr = OfiMrPolicy::Bounce;
+  else if (mr != "auto") log::warn("SNCL_OFI_MR={} is not auto, cache or bounce; using auto", mr);
+  return o;
+}
+
+std::unique_ptr<Transport> createOfiTransport() { return createOfiTransport(OfiOptions::fromEnv()); }
+
+std::unique_ptr<Transport> createOfiTransport(const OfiOptions& options) {
+  return std::make_unique<ofi::OfiTransport>(options);
+}
+
+namespace ofi {
+namespace {
+
+constexpr size_t kMaxRequests = 1024;   // outstanding isend/irecv per transport
+constexpr size_t kMaxTxOps = 256;       // chunks in flight, all sends together (direct/cache)
+constexpr size_t kCacheEntries = 64;    // distinct user buffers registered at once
+constexpr size_t kMinChunk = 4096;
+constexpr int kMaxRankBits = 23;        // tag: control bit, 23 bits of rank, 40 of sequence
+
+// The interface the bootstrap uses (SNCL_SOCKET_IFNAME, default lo), as a numeric host
+// for FI_SOURCE: libfabric then binds there and nowhere else.
+Result sourceNode(std::string* node) {
+  SocketAddress addr{};
+  SNCL_CHECK(findInterfaceAddress(&addr));
+  char host[INET6_ADDRSTRLEN] = "";
+  const void* raw = addr.sa.sa_family == AF_INET6 ? static_cast<const void*>(&addr.sin6.sin6_addr)
+                                                   : static_cast<const void*>(&addr.sin.sin_addr);
+  if (!inet_ntop(addr.sa.sa_family, raw, host, sizeof(host)))
+    return fail(snclSystemError, "ofi: inet_ntop: {}", strerror(errno));
+  *node = host;
+  return snclSuccess;
+}
+
+const char* mrPolicyName(bool cache, bool bounce) { return bounce ? "bounce" : cache ? "cache" : "direct"; }
+
+}  // namespace
+
+OfiTransport::OfiTransport(const OfiOptions& options) : options_(options) {
+  abortFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+OfiTransport::~OfiTransport() {
+  // Posted operations point into the slots and the cached registrations: close the
+  // endpoint (which cancels them) before deregistering and freeing.
+  fabric_.closeEndpoint();
+  registrar_.clear();
+  if (abortFd_ >= 0) close(abortFd_);
+}
+
+Result OfiTransport::openEndpoint(size_t npeers, AddressRecord* mine) {
+  std::string node;
+  SNCL_CHECK(sourceNode(&node));
+  const size_t cqSize = options_.recvSlots + kMaxTxOps + 2 * npeers + 64;
+  SNCL_CHECK(fabric_.open(options_, node, npeers, cqSize));
+  SNCL_CHECK(fabric_.localAddress(mine));
+  const uint64_t mrMode = fabric_.mrMode();
+  char mrText[256] = "";
+  fi_tostr_r(mrText, sizeof(mrText), &mrMode, FI_TYPE_MR_MODE);  // fi_tostr's buffer is shared by threads
+  log::info(log::Subsys::Transport, "ofi: rank {}: provider {} ({}) on {}, address {}, mr_mode [{}], wait {}", rank_,
+            fabric_.provider(), fabric_.tagged() ? "FI_TAGGED" : "FI_MSG", node,
+            fabric_.addressString(mine->addr, mine->addrLen), mrText, fabric_.waitFd() >= 0 ? "fd" : "sleep");
+  return snclSuccess;
+}
+
+Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& peers) {
+  if (setupDone_ || rank_ >= 0) return fail(snclInvalidUsage, "ofi: setup called twice");
+  if (!ctx.bootstrap || ctx.rank < 0 || ctx.rank >= ctx.nranks)
+    return fail(snclInternalError, "ofi: setup needs a bootstrap and a rank in [0, {})", ctx.nranks);
+  rank_ = ctx.rank;
+  nranks_ = ctx.nranks;
+  commId_ = ctx.commId;
+  const Deadline deadline = Deadline::afterMs(ctx.timeoutMs);
+  peers_.assign(nranks_, Peer{});
+
+  // Every rank publishes a record, also one without ofi peers or whose endpoint failed,
+  // so that the all-gather completes and every rank learns why setup cannot go on.
+  std::vector<AddressRecord> all(nranks_);
+  AddressRecord& mine = all[rank_];
+  mine = AddressRecord{};
+  mine.participates = !peers.empty();
+  if (mine.participates) {
+    Result r = snclSuccess;
+    if (nranks_ > (1 << kMaxRankBits))
+      r = fail(snclInvalidArgument, "ofi: {} ranks exceed the {} the tag layout holds", nranks_, 1 << kMaxRankBits);
+    else if (options_.chunkBytes < kMinChunk || options_.recvSlots < 2 || options_.recvSlots > 4096)
+      r = fail(snclInvalidArgument, "ofi: SNCL_OFI_CHUNK_SIZE={} (at least {}) or SNCL_OFI_SLOTS={} (2..4096) out of range",
+               options_.chunkBytes, kMinChunk, options_.recvSlots);
+    else
+      r = openEndpoint(peers.size(), &mine);
+    mine.status = r;
+    mine.chunkBytes = static_cast<uint32_t>(std::min<size_t>(
+        std::min<size_t>(options_.chunkBytes, fabric_.maxMsgSize() ? fabric_.maxMsgSize() : SIZE_MAX), 1u << 30));
+    if (r != snclSuccess) snprintf(mine.error, sizeof(mine.error), "%s", lastError());
+  }
+  SNCL_CHECK(ctx.bootstrap->allGather(all.data(), sizeof(AddressRecord), deadline));
+  if (mine.status != snclSuccess) return fail(static_cast<Result>(mine.status), "{}", mine.error);
+  SNCL_CHECK(checkRecords(all, peers));
+  if (peers.empty()) {
+    setupDone_ = true;
+    return snclSuccess;
+  }
+  SNCL_CHECK(allocatePools(peers.size()));
+  SNCL_CHECK(connectPeers(all, peers, deadline));
+  setupDone_ = true;
+  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} receive slots, sends {}",
+            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_));
+  return snclSuccess;
+}
+
+// Every participating rank must have opened its endpoint and speak the same protocol;
+// chunks are the smallest any rank asked for, so both ends of a pair cut messages alike.
+Result OfiTransport::checkRecords(const std::vector<AddressRecord>& all, const std::vector<int>& peers) {
+  int first = -1;
+  size_t chunk = SIZE_MAX;
+  for (int k = 0; k < nranks_; ++k) {
+    const AddressRecord& r = all[k];
+    if (!r.participates) continue;
+    if (r.status != snclSuccess)
+      return fail(snclRemoteError, "ofi: rank {} could not open its libfabric endpoint: {}", k, r.error);
+    if (first < 0) first = k;
+    if (strncmp(r.provider, all[first].provider, sizeof(r.provider)) || r.tagged != all[first].tagged)
+      return fail(snclInvalidArgument,
+                  "ofi: rank {} uses provider {} ({}) but rank {} uses {} ({}); set SNCL_OFI_PROVIDER alike on all ranks",
+                  k, r.provider, r.tagged ? "tagged" : "msg", first, all[first].provider,
+                  all[first].tagged ? "tagged" : "msg");
+    chunk = std::min<size_t>(chunk, r.chunkBytes);
+  }
+  for (int p : peers) {
+    if (p < 0 || p >= nranks_ || p == rank_ || peers_[p].connected)
+      return fail(snclInternalError, "ofi: rank {}: bad or repeated peer {} (of {} ranks)", rank_, p, nranks_);
+    if (!all[p].participates)
+      return fail(snclInternalError, "ofi: rank {} expects rank {} over ofi, but rank {} has no ofi peers", rank_, p, p);
+    peers_[p].connected = true;
+  }
+  chunkBytes_ = chunk & ~size_t(63);  // fragments are 64-byte multiples (RecvSink)
+  return snclSuccess;
+}
+
+Result OfiTransport::allocatePools(size_t npeers) {
+  nSlots_ = options_.recvSlots;
+  bounce_ = options_.mr == OfiMrPolicy::Bounce;
+  useCache_ = options_.mr == OfiMrPolicy::Cache ||
+              (options_.mr == OfiMrPolicy::Auto && (fabric_.mrMode() & FI_MR_LOCAL));
+  const bool registerSlots = (fabric_.mrMode() & FI_MR_LOCAL) || useCache_ || bounce_;
+  checkData_ = fabric_.cqDataBytes() >= sizeof(uint64_t);
+  registrar_.init(fabric_.domain(), fabric_.ep(), fabric_.mrMode(), kCacheEntries);
+
+  // Slots are allocated, touched and registered now: the data path never faults a page in.
+  const size_t slotBytes = (chunkBytes_ + 4095) & ~size_t(4095);
+  auto slots = [&](size_t n, std::unique_ptr<char, FreeDeleter>* mem, std::vector<Op>* ops, OpKind kind) -> Result {
+    mem->reset(static_cast<char*>(aligned_alloc(4096, n * slotBytes)));
+    if (!*mem) return fail(snclSystemError, "ofi: cannot allocate {} slots of {} bytes", n, slotBytes);
+    memset(mem->get(), 0, n * slotBytes);
+    void* desc = nullptr;
+    if (registerSlots) SNCL_CHECK(registrar_.registerOwned(mem->get(), n * slotBytes, &desc));
+    ops->assign(n, Op{});
+    for (size_t i = 0; i < n; ++i) {
+      (*ops)[i].kind = kind;
+      (*ops)[i].buf = mem->get() + i * slotBytes;
+      (*ops)[i].desc = desc;
+    }
+    return snclSuccess;
+  };
+  SNCL_CHECK(slots(nSlots_, &rxMemory_, &rxOps_, OpKind::Recv));
+  if (bounce_) {
+    SNCL_CHECK(slots(nSlots_, &txMemory_, &txOps_, OpKind::Send));
+  } else {
+    txOps_.assign(std::min(kMaxTxOps, std::max<size_t>(fabric_.txDepth(), 16)), Op{});
+  }
+  helloOps_.assign(2 * npeers, Op{});
+  requests_.assign(kMaxRequests, Request{});
+  window_.assign(kMaxRequests * nSlots_, kNone);
+  freeRequests_.clear();
+  for (size_t i = kMaxRequests; i-- > 0;) freeRequests_.push_back(static_cast<uint32_t>(i));
+  freeRx_.clear();
+  for (size_t i = rxOps_.size(); i-- > 0;) freeRx_.push_back(static_cast<uint32_t>(i));
+  freeTx_.clear();
+  for (size_t i = txOps_.size(); i-- > 0;) freeTx_.push_back(static_cast<uint32_t>(i));
+  return snclSuccess;
+}
+
+Result OfiTransport::postHellos(const std::vector<int>& peers, size_t* posted) {
+  // Hellos carry the comm id as CQ data: an address reused by another comm is noticed.
+  for (; *posted < helloOps_.size(); ++*posted) {
+    const size_t i = *posted;
+    const int p = peers[i / 2];
+    Op& op = helloOps_[i];
+    op = Op{};
+    op.peer = p;
+    op.kind = i % 2 ? OpKind::HelloSend : OpKind::HelloRecv;
+    op.busy = true;
+    ssize_t rc;
+    const fi_addr_t addr = peers_[p].addr;
+    fid_ep* ep = fabric_.ep();
+    if (op.kind == OpKind::HelloRecv) {
+      rc = fabric_.tagged() ? fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, chunkTag(p, 0) | kControlBit, 0, &op.ctx)
+                            : fi_recv(ep, nullptr, 0, nullptr, addr, &op.ctx);
+    } else if (checkData_) {
+      rc = fabric_.tagged() ? fi_tsenddata(ep, nullptr, 0, nullptr, commId_, addr, chunkTag(rank_, 0) | kControlBit, &op.ctx)
+                            : fi_senddata(ep, nullptr, 0, nullptr, commId_, addr, &op.ctx);
+    } else {
+      rc = fabric_.tagged() ? fi_tsend(ep, nullptr, 0, nullptr, addr, chunkTag(rank_, 0) | kControlBit, &op.ctx)
+                            : fi_send(ep, nullptr, 0, nullptr, addr, &op.ctx);
+    }
+    if (rc == -FI_EAGAIN) {
+      op.busy = false;
+      return snclSuccess;  // retried after the next progress
+    }
+    if (rc) {
+      op.busy = false;
+      return fail(snclRemoteError, "ofi: rank {}: posting the hello {} rank {} ({}): {}", rank_,
+                  op.kind == OpKind::HelloRecv ? "from" : "to", p, peers_[p].address, fi_strerror(static_cast<int>(-rc)));
+    }
+  }
+  return snclSuccess;
+}
+
+Result OfiTransport::connectPeers(const std::vector<AddressRecord>& all, const std::vector<int>& peers,
+                                  Deadline deadline) {
+  for (int p : peers) {
+    peers_[p].address = fabric_.addressString(all[p].addr, all[p].addrLen);
+    SNCL_CHECK(fabric_.insert(all[p], p, &peers_[p].addr));
+  }
+  size_t posted = 0;
+  for (;;) {
+    SNCL_CHECK(postHellos(peers, &posted));
+    progress();
+    size_t waiting = 0;
+    for (size_t i = 0; i < helloOps_.size(); ++i) {
+      const int p = helloOps_[i].peer;
+      if (p >= 0 && peers_[p].error != snclSuccess) return fail(peers_[p].error, "{}", peers_[p].message);
+      waiting += i >= posted || helloOps_[i].busy;
+    }
+    if (!waiting) return snclSuccess;
+    if (aborted_.load()) return fail(snclInvalidUsage, "ofi: rank {}: aborted during setup", rank_);
+    if (deadline.expired()) {
+      std::string silent;
+      for (size_t k = 0; k < peers.size(); ++k)
+        if (2 * k + 1 >= posted || helloOps_[2 * k].busy || helloOps_[2 * k + 1].busy)
+          silent += fmt::format(" rank {} at {};", peers[k], peers_[peers[k]].address);
+      return fail(snclTimeout, "ofi: rank {}: no answer over {} within the setup deadline from:{}", rank_,
+                  fabric_.provider(), silent);
+    }
+    wait(1000);
+  }
+}
+
+void OfiTransport::wait(int64_t maxMicros) {
+  if (aborted_.load(std::memory_order_relaxed)) return;
+  pollfd fds[2] = {{abortFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
+  nfds_t n = 1;
+  if (fabric_.waitFd() >= 0) {
+    // fi_trywait says whether sleeping on the fd is safe: not when completions are queued
+    // (or the provider has work that only a read would do); then return at once.
+    fid* cq = &fabric_.cq()->fid;
+    if (fi_trywait(fabric_.fabric(), &cq, 1) != FI_SUCCESS) return;
+    n = 2;
+  }
+  const int64_t us = std::max<int64_t>(maxMicros, 0);
+  const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  ppoll(fds, n, &ts, nullptr);
+}
+
+void OfiTransport::abort() {
+  if (aborted_.exchange(true)) return;
+  // Should the write fail, the flag alone still fails every later call, and a sleeping
+  // wait() returns at its timeout.
+  const uint64_t one = 1;
+  if (abortFd_ >= 0) [[maybe_unused]] ssize_t n = write(abortFd_, &one, sizeof(one));
+}
+
+}  // namespace ofi
+}  // namespace sncl
+
