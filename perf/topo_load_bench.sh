@@ -17,14 +17,17 @@ for example in atlas950 atlas960; do
   log=$(mktemp)
   /usr/bin/time -v "$topo" --file "$file" --summary --route 0 "$last" --paths 1 >"$log.out" 2>"$log"
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$log")
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$log")
   rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2 / 1024}' "$log")
   endpoints=$(awk '/^endpoints/ {print $2}' "$log.out")
   verdict=ok
-  if [[ $example == atlas950 ]] && { awk -v w="$wall" -v m="$rss" 'BEGIN {exit !(w >= 1 || m >= 200)}'; }; then
+  # Judged on CPU time: on a shared machine wall time also counts waiting for a core.
+  if [[ $example == atlas950 ]] && { awk -v c="$cpu" -v m="$rss" 'BEGIN {exit !(c >= 1 || m >= 200)}'; }; then
     verdict="OVER THE 1 s / 200 MiB BOUND"
     status=1
   fi
-  printf '%-9s %6s endpoints  load+summary+route %5.2f s  peak %6.1f MiB  %s\n' "$example" "$endpoints" "$wall" "$rss" "$verdict"
+  printf '%-9s %6s endpoints  load+summary+route %5.2f s wall, %5.2f s CPU  peak %6.1f MiB  %s\n' \
+    "$example" "$endpoints" "$wall" "$cpu" "$rss" "$verdict"
   rm -f "$log" "$log.out"
 done
 echo
