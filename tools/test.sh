@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds sncl (Release, then ASan+UBSan) and runs every test.
+# Installs the dependencies, builds sncl (Release, then ASan+UBSan) and runs every test,
+# plus a bounded fuzzing run of the topology parser.
 # Traffic stays on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,4 +16,5 @@ run_suite() {  # build dir, extra cmake args...
 }
 
 run_suite build -DCMAKE_BUILD_TYPE=Release
+bash tools/run_fuzz.sh 30   # the topology-file parser under libFuzzer, bounded
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNCL_SANITIZE=address -DSNCL_BUILD_PERF=OFF -DSNCL_BUILD_EXAMPLES=OFF
