@@ -50,3 +50,12 @@ SNCL_API snclResult_t snclBusModeledTimeUs(snclComm_t comm, double* lastCallUs, 
   bus->modeledTimeUs(lastCallUs, totalUs);
   return snclSuccess;
 }
+
+SNCL_API snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, double* endUs) {
+  sncl::BusControl* bus = nullptr;
+  SNCL_CHECK(busOf(comm, "snclBusLastCallSpanUs", &bus));
+  if (!startUs || !endUs) return fail(snclInvalidArgument, "snclBusLastCallSpanUs: an output is NULL");
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  bus->lastCallSpanUs(startUs, endUs);
+  return snclSuccess;
+}

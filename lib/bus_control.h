@@ -17,6 +17,7 @@ class BusControl {
   // link "a-b" (direction a -> b), or empty for the sum over all link directions.
   virtual Result linkCounters(std::string_view link, snclBusCounters_t* out) const = 0;
   virtual void modeledTimeUs(double* lastCallUs, double* totalUs) const = 0;
+  virtual void lastCallSpanUs(double* startUs, double* endUs) const = 0;
 };
 
 }  // namespace sncl

@@ -33,6 +33,12 @@ snclResult_t snclBusGetLinkCounters(snclComm_t comm, const char* link, snclBusCo
  * call on comm (a collective, or a group's sends and receives) and of all its calls. */
 snclResult_t snclBusModeledTimeUs(snclComm_t comm, double* lastCallUs, double* totalUs);
 
+/* Start and end of this rank's last call in modeled microseconds since the comm's setup,
+ * a clock common to all its ranks. A rank that enters a collective early waits for the
+ * others in the model too; max(end) - max(start) over the ranks measures the collective
+ * from the moment the last rank entered it. */
+snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, double* endUs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 #include "tests/util/bus_ranks.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <thread>
 
 namespace sncl::test {
@@ -31,6 +32,18 @@ double lastCallUs(snclComm_t comm) {
   double last = -1;
   if (snclBusModeledTimeUs(comm, &last, nullptr) != snclSuccess) return -1;
   return last;
+}
+
+Span lastCallSpan(snclComm_t comm) {
+  Span s;
+  if (snclBusLastCallSpanUs(comm, &s.start, &s.end) != snclSuccess) s = {-1, -1};
+  return s;
+}
+
+double collectiveUs(const std::vector<Span>& spans) {
+  double start = 0, end = 0;
+  for (const Span& s : spans) start = std::max(start, s.start), end = std::max(end, s.end);
+  return end - start;
 }
 
 }  // namespace sncl::test

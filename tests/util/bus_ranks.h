@@ -19,5 +19,12 @@ void onEveryRank(int nranks, const std::function<void(int rank)>& body);
 void destroyAll(std::vector<snclComm_t>& comms);
 // The rank's modeled duration of its last call (microseconds).
 double lastCallUs(snclComm_t comm);
+// The last call's modeled span on the comm's common clock (microseconds).
+struct Span {
+  double start = 0, end = 0;
+};
+Span lastCallSpan(snclComm_t comm);
+// A collective's modeled duration from the moment its last rank entered it.
+double collectiveUs(const std::vector<Span>& spans);
 
 }  // namespace sncl::test

@@ -145,7 +145,7 @@ void BusTransport::syncHealth() {
           for (const topo::LinkShare& s : route.shares) used |= s.link == l;
         }
       if (used) {
-        countLostTransfers(l);
+        failLink_ = l;
         failAll(snclRemoteError,
                 fmt::format("bus: link {} is down; rank {} detected it after {} us (modeled); the comm's routes cross it",
                             g.linkName(l), rank_, options_.detectUs),
@@ -156,21 +156,19 @@ void BusTransport::syncHealth() {
       log::warn("bus: rank {}: link {} cannot take state {}: {}", rank_, g.linkName(l), topo::stateName(want),
                 lastError());
   }
+  if (failCode_ != snclSuccess) return;  // routes stay as they were: counters name the lost link
   if (computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
   for (int peer = 0; peer < nranks_; ++peer)
     if (pairs_[peer].served && pairs_[peer].hops.empty() && failCode_ == snclSuccess)
       failAll(snclRemoteError, fmt::format("bus: rank {} cannot reach rank {}: links are down", rank_, peer), wallNs());
 }
 
-// Transfers of this rank queued on routes that cross link l, counted as its errors.
-void BusTransport::countLostTransfers(topo::LinkId l) {
-  for (Pair& p : pairs_) {
-    uint64_t queued = 0;
-    for (const Queue* q : {&p.sends, &p.recvs})
-      for (const Request* r = q->head; r; r = r->next) ++queued;
-    for (const Hop& h : p.hops)
-      if (h.channel / 2 == l && queued) state_->channel(h.channel).errors.fetch_add(queued);
-  }
+// A transfer of this rank that the lost link failed: an error on the link direction it
+// would have crossed (a receive: the reverse of this rank's route to the peer).
+void BusTransport::countLostTransfer(const Request& r) {
+  if (failLink_ == topo::kNone) return;
+  for (const Hop& h : pairs_[r.peer].hops)
+    if (h.channel / 2 == failLink_) state_->channel(r.isSend ? h.channel : h.channel ^ 1).errors.fetch_add(1);
 }
 
 // The bus fails for this rank from atNs on: every outstanding and later request fails

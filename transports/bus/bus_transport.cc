@@ -213,6 +213,7 @@ uint64_t BusTransport::reserveChunk(Pair& p, uint64_t readyNs, size_t bytes, uin
 
 void BusTransport::deliverChunk(void* ctx, size_t offset, const void* data, size_t bytes) {
   auto* r = static_cast<Request*>(ctx);
+  if (!r->sink.deliver) return;  // released after a failure: its buffer is not ours to write
   r->sink.deliver(r->sink.ctx, r->chunkOffset + offset, data, bytes);
 }
 
@@ -326,6 +327,7 @@ Result BusTransport::test(RequestId id, bool* done) {
     }
     *done = true;
     cursorNs_ = std::max(cursorNs_, failAtNs_);
+    countLostTransfer(*r);
     release(r);
     return fail(failCode_, "{}", failMessage_);
   }
@@ -372,6 +374,15 @@ void BusTransport::callEnd() {
   inCall_ = false;
   lastCallWallNs_ = cursorNs_ > callStartNs_ ? cursorNs_ - callStartNs_ : 0;
   totalWallNs_ += lastCallWallNs_;
+  lastCallStartNs_ = callStartNs_;
+  lastCallEndNs_ = callStartNs_ + lastCallWallNs_;
+}
+
+void BusTransport::lastCallSpanUs(double* startUs, double* endUs) const {
+  const uint64_t origin = state_ ? state_->header().originNs : 0;
+  auto since = [&](uint64_t ns) { return ns > origin ? double(ns - origin) / options_.timescale / 1000 : 0.0; };
+  *startUs = since(lastCallStartNs_);
+  *endUs = since(lastCallEndNs_);
 }
 
 void BusTransport::modeledTimeUs(double* lastCallUs, double* totalUs) const {

@@ -62,6 +62,7 @@ class BusTransport : public Transport, public BusControl {
   Result injectFaults(std::string_view spec) override;
   Result linkCounters(std::string_view link, snclBusCounters_t* out) const override;
   void modeledTimeUs(double* lastCallUs, double* totalUs) const override;
+  void lastCallSpanUs(double* startUs, double* endUs) const override;
 
  private:
   struct Request {
@@ -121,7 +122,7 @@ class BusTransport : public Transport, public BusControl {
   void checkTriggers(bool atCallBegin);
   void syncHealth();
   void failAll(Result code, std::string message, uint64_t atNs);
-  void countLostTransfers(topo::LinkId l);
+  void countLostTransfer(const Request& r);
 
   BusOptions options_;
   int rank_ = -1;
@@ -142,6 +143,8 @@ class BusTransport : public Transport, public BusControl {
   uint64_t cursorNs_ = 0;
   uint64_t callStartNs_ = 0;
   uint64_t lastCallWallNs_ = 0;
+  uint64_t lastCallStartNs_ = 0;  // of the last finished call
+  uint64_t lastCallEndNs_ = 0;
   uint64_t totalWallNs_ = 0;
   uint64_t calls_ = 0;
   uint64_t earliestGateNs_ = UINT64_MAX;
@@ -151,6 +154,7 @@ class BusTransport : public Transport, public BusControl {
   uint64_t seenHealthEpoch_ = 0;
   std::mt19937_64 rng_;
   Result failCode_ = snclSuccess;  // set once the bus failed for this rank
+  topo::LinkId failLink_ = topo::kNone;  // the lost link that caused it, if one did
   std::string failMessage_;
   uint64_t failAtNs_ = 0;
   std::atomic<bool> aborted_{false};
