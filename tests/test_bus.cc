@@ -4,12 +4,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 #include "tests/util/bus_ranks.h"
 #include "tests/util/data.h"
+#include "tests/util/launcher.h"
 
 using namespace sncl;
 
@@ -95,4 +97,51 @@ TEST_CASE("bus: one flow takes latency + bytes / bandwidth; two on one link take
   CHECK(all.errors == 0);
   CHECK(snclBusGetLinkCounters(comms[3], "n0.e0-n1.e0", &up) == snclInvalidArgument);
   test::destroyAll(comms);
+}
+
+TEST_CASE("bus: ranks as processes share the bus segment; nothing stays in /dev/shm", "[bus][process]") {
+  unsetenv("SNCL_TOPO_FILE");
+  setenv("SNCL_TRANSPORT", "bus", 1);
+  auto exits = test::runRanks(4, [](int rank, int nranks, const snclUniqueId& id) {
+    snclComm_t comm = nullptr;
+    if (snclCommInitRank(&comm, nranks, id, rank) != snclSuccess) return 2;
+    const size_t count = 300000;
+    std::vector<float> in(count), out(count);
+    test::fillInput(snclFloat32, snclSum, rank, nranks, in.data(), count);
+    int failures = snclAllReduce(in.data(), out.data(), count, snclFloat32, snclSum, comm, nullptr) != snclSuccess;
+    failures += test::countWrong(snclFloat32, snclSum, nranks, out.data(), count) != 0;
+    snclBusCounters_t c{};
+    failures += snclBusGetLinkCounters(comm, nullptr, &c) != snclSuccess || c.bytes == 0;
+    snclCommDestroy(comm);
+    return failures;
+  }, 120000);
+  unsetenv("SNCL_TRANSPORT");
+  CHECK(test::allSucceeded(exits));
+  CHECK(test::countShmSegments() == 0);
+}
+
+TEST_CASE("bus: a topology file's supernode selects the bus; one without keeps shm", "[bus]") {
+  std::string here = __FILE__;
+  const std::string dir = here.substr(0, here.rfind("/tests/")) + "/topologies/";
+  unsetenv("SNCL_TRANSPORT");
+  double last = 0;
+  for (const char* file : {"cloudmatrix384.json", "lab-2x4.json"}) {
+    INFO(file);
+    setenv("SNCL_TOPO_FILE", (dir + file).c_str(), 1);
+    std::vector<snclComm_t> comms(4);
+    REQUIRE(snclCommInitAll(comms.data(), 4, nullptr) == snclSuccess);
+    unsetenv("SNCL_TOPO_FILE");
+    std::vector<int> wrong(4, 0);
+    test::onEveryRank(4, [&](int r) {
+      std::vector<int32_t> in(5000), out(5000);
+      test::fillInput(snclInt32, snclSum, r, 4, in.data(), in.size());
+      if (snclAllReduce(in.data(), out.data(), in.size(), snclInt32, snclSum, comms[r], nullptr) != snclSuccess) wrong[r] = -1;
+      else wrong[r] = int(test::countWrong(snclInt32, snclSum, 4, out.data(), out.size()));
+    });
+    for (int w : wrong) CHECK(w == 0);
+    const bool bus = std::string(file) == "cloudmatrix384.json";
+    CHECK((snclBusModeledTimeUs(comms[0], &last, nullptr) == snclSuccess) == bus);
+    if (bus) CHECK(last > 0);
+    test::destroyAll(comms);
+  }
 }

@@ -13,6 +13,7 @@ std::vector<snclComm_t> busComms(int nranks, const std::string& faults) {
   std::vector<snclComm_t> comms(nranks, nullptr);
   const snclResult_t r = snclCommInitAll(comms.data(), nranks, nullptr);
   unsetenv("SNCL_FAULTS");
+  unsetenv("SNCL_TRANSPORT");
   if (r != snclSuccess) comms.clear();
   return comms;
 }
