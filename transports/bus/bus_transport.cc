@@ -319,7 +319,8 @@ Result BusTransport::test(RequestId id, bool* done) {
     failAll(snclInvalidUsage, fmt::format("bus: rank {}: the transport was aborted", rank_), wallNs());
   progress();
   const uint64_t now = wallNs();
-  if (failCode_ != snclSuccess) {
+  const bool landedBefore = r->state == Request::State::Landing && r->gateNs <= failAtNs_;
+  if (failCode_ != snclSuccess && !landedBefore) {
     // Not before the failure is detected: the model's detection time.
     if (now < failAtNs_ && !aborted_.load(std::memory_order_relaxed)) {
       earliestGateNs_ = std::min(earliestGateNs_, failAtNs_);
