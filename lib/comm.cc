@@ -42,10 +42,11 @@ PeerInfo localPeerInfo(int rank) {
   return p;
 }
 
-// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: shm
-// between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID splits),
-// ofi between hosts.
-Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* name) {
+// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: bus
+// between ranks that a topology file places in one supernode (the emulated scale-up bus),
+// shm between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID
+// splits), ofi between hosts.
+Result chooseTransport(const CommTopology& topology, const PeerInfo& self, const PeerInfo& peer, std::string* name) {
   auto names = transportNames();
   if (auto forced = env::str("SNCL_TRANSPORT")) {
     if (std::find(names.begin(), names.end(), *forced) == names.end())
@@ -54,10 +55,12 @@ Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* 
     *name = *forced;
     return snclSuccess;
   }
-  if (peer.hostId == self.hostId) {
+  const bool busBuilt = std::find(names.begin(), names.end(), "bus") != names.end();
+  if (busBuilt && topology.fromFile() && topology.sameSupernode(self.rank, peer.rank)) {
+    *name = "bus";
+  } else if (peer.hostId == self.hostId) {
     *name = "shm";
   } else {
-    // Here, before ofi: "bus" for pairs inside one emulated supernode (from the topology).
     *name = "ofi";
   }
   if (std::find(names.begin(), names.end(), *name) == names.end())
@@ -73,7 +76,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     std::string name;
-    SNCL_CHECK(chooseTransport(comm->peers[comm->rank], comm->peers[p], &name));
+    SNCL_CHECK(chooseTransport(*comm->topology, comm->peers[comm->rank], comm->peers[p], &name));
     size_t t = std::find(names.begin(), names.end(), name) - names.begin();
     peersOf[t].push_back(p);
     mask |= 1ull << t;
@@ -93,6 +96,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   ctx.peers = &comm->peers;
   ctx.bootstrap = comm->bootstrap.get();
   ctx.timeoutMs = comm->timeoutMs;
+  ctx.topology = comm->topology.get();
   std::vector<Transport*> transportOfPeer(comm->nranks, nullptr);
   std::string summary;
   for (size_t t = 0; t < names.size(); ++t) {
@@ -135,6 +139,11 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer;
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
 
+  std::shared_ptr<CommTopology> topology;
+  SNCL_CHECK(CommTopology::build(nranks, &topology));
+  comm->topology = std::move(topology);
+  if (rank == 0) log::info(log::Subsys::Topo, "comm {} topology {}", comm->name, comm->topology->describe());
+
   SNCL_CHECK(setupTransports(comm, deadline));
 
   LinkCost link;  // defaults until the topology and calibration provide real figures
@@ -163,6 +172,14 @@ size_t resultCount(const CollOp& op, int rank) {
 // Point-to-point tags carry this where a collective's carry its sequence number: sends and
 // receives are not collective, so the ranks' counts of them differ.
 constexpr uint64_t kPointToPointSeq = 0xffffffff;
+
+// Runs a schedule as one call of the comm, bracketed for transports that model time.
+Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
+  for (auto& t : comm->transports) t->callBegin();
+  const Result r = comm->executor->run(schedule, args);
+  for (auto& t : comm->transports) t->callEnd();
+  return r;
+}
 
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
@@ -203,7 +220,7 @@ Result runCollective(snclComm* comm, const CollOp& op) {
     scaleKernel(op.dtype)(scaled, op.input, scaledCount, factor, 0);
     args.input = scaled;
   }
-  if (Result r = comm->executor->run(comm->schedule, args); r != snclSuccess) {
+  if (Result r = runTimed(comm, comm->schedule, args); r != snclSuccess) {
     commSetAsyncError(comm, r);
     return r;
   }
@@ -243,7 +260,7 @@ Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
   args.userBuffers = comm->p2pBuffers.data();
   args.elemSize = 1;
   args.seq = kPointToPointSeq;
-  const Result r = comm->executor->run(comm->p2pSchedule, args);
+  const Result r = runTimed(comm, comm->p2pSchedule, args);
   if (r != snclSuccess) commSetAsyncError(comm, r);
   // A peer that never posts its side leaves this rank waiting: most likely a missing call.
   if (r == snclTimeout)
