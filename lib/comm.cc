@@ -43,10 +43,11 @@ PeerInfo localPeerInfo(int rank) {
   return p;
 }
 
-// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: shm
-// between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID splits),
-// ofi between hosts.
-Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* name) {
+// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: bus
+// between ranks that a topology file places in one supernode (the emulated scale-up bus),
+// shm between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID
+// splits), ofi between hosts.
+Result chooseTransport(const CommTopology& topology, const PeerInfo& self, const PeerInfo& peer, std::string* name) {
   auto names = transportNames();
   if (auto forced = env::str("SNCL_TRANSPORT")) {
     if (std::find(names.begin(), names.end(), *forced) == names.end())
@@ -55,10 +56,12 @@ Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* 
     *name = *forced;
     return snclSuccess;
   }
-  if (peer.hostId == self.hostId) {
+  const bool busBuilt = std::find(names.begin(), names.end(), "bus") != names.end();
+  if (busBuilt && topology.fromFile() && topology.sameSupernode(self.rank, peer.rank)) {
+    *name = "bus";
+  } else if (peer.hostId == self.hostId) {
     *name = "shm";
   } else {
-    // Here, before ofi: "bus" for pairs inside one emulated supernode (from the topology).
     *name = "ofi";
   }
   if (std::find(names.begin(), names.end(), *name) == names.end())
@@ -74,7 +77,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     std::string name;
-    SNCL_CHECK(chooseTransport(comm->peers[comm->rank], comm->peers[p], &name));
+    SNCL_CHECK(chooseTransport(*comm->topology, comm->peers[comm->rank], comm->peers[p], &name));
     size_t t = std::find(names.begin(), names.end(), name) - names.begin();
     peersOf[t].push_back(p);
     mask |= 1ull << t;
@@ -94,6 +97,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   ctx.peers = &comm->peers;
   ctx.bootstrap = comm->bootstrap.get();
   ctx.timeoutMs = comm->timeoutMs;
+  ctx.topology = comm->topology.get();
   std::vector<Transport*> transportOfPeer(comm->nranks, nullptr);
   std::string summary;
   for (size_t t = 0; t < names.size(); ++t) {
@@ -151,6 +155,11 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   comm->peers.resize(nranks);
   for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer;
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
+
+  std::shared_ptr<CommTopology> topology;
+  SNCL_CHECK(CommTopology::build(nranks, &topology));
+  comm->topology = std::move(topology);
+  if (rank == 0) log::info(log::Subsys::Topo, "comm {} topology {}", comm->name, comm->topology->describe());
 
   SNCL_CHECK(setupTransports(comm, deadline));
 

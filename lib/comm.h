@@ -13,6 +13,7 @@
 #include "algorithms/p2p.h"
 #include "algorithms/schedule.h"
 #include "lib/bootstrap.h"
+#include "lib/comm_topo.h"
 #include "lib/error.h"
 #include "lib/executor.h"
 #include "lib/group.h"
@@ -32,6 +33,8 @@ struct snclComm {
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;
+  // Built at init, before the transports; shared read-only (link health aside).
+  std::shared_ptr<const sncl::CommTopology> topology;
   std::vector<std::unique_ptr<sncl::Transport>> transports;
   std::unique_ptr<sncl::Planner> planner;
   std::unique_ptr<sncl::Executor> executor;

@@ -15,6 +15,7 @@
 namespace sncl {
 
 class Bootstrap;
+class CommTopology;
 
 // What every rank publishes about itself at init (gathered over the bootstrap).
 struct PeerInfo {
@@ -33,6 +34,7 @@ struct TransportContext {
   const std::vector<PeerInfo>* peers = nullptr;  // indexed by rank
   Bootstrap* bootstrap = nullptr;   // for address exchange during setup
   int64_t timeoutMs = 60000;        // deadline for setup and for a stalled peer
+  const CommTopology* topology = nullptr;  // the comm's graph and rank placement (lib/comm_topo.h)
 };
 
 // Receives deliver data through a sink so that the executor can reduce straight out of a
