@@ -116,13 +116,21 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
 }
 
 // The planner's cost model: the calibrated figures (SNCL_TUNING_FILE) on the comm's
-// topology. Every rank reads the same file and sees the same peers, so all choose alike.
+// topology file, or without one on the hosts the transports follow (shm inside, ofi
+// between). Every rank reads the same files and sees the same peers, so all choose alike.
 Result setupPlanner(snclComm* comm) {
   Tuning tuning = defaultTuning();
   if (auto file = env::str("SNCL_TUNING_FILE")) SNCL_CHECK(loadTuning(*file, &tuning));
-  std::shared_ptr<topo::Graph> graph;
+  std::shared_ptr<const topo::Graph> graph;
   std::vector<topo::VertexId> rankVertex;
-  SNCL_CHECK(defaultTopology(comm->peers, tuning, &graph, &rankVertex));
+  if (comm->topology->fromFile()) {
+    graph = std::shared_ptr<const topo::Graph>(comm->topology, &comm->topology->graph());
+    for (int r = 0; r < comm->nranks; ++r) rankVertex.push_back(comm->topology->rankVertex(r));
+  } else {
+    std::shared_ptr<topo::Graph> hosts;
+    SNCL_CHECK(defaultTopology(comm->peers, tuning, &hosts, &rankVertex));
+    graph = std::move(hosts);
+  }
   auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning));
   PlannerOptions options;
   options.algoSpec = env::str("SNCL_ALGO").value_or("");

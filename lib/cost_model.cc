@@ -61,14 +61,22 @@ CostModel::PairCost CostModel::pair(int src, int dst) const {
   return {r.alphaUs, bw, r.kind};
 }
 
+// A rank's transport moves at most β(kind) bytes per µs in each direction, whatever the
+// number of its flows (shm copies on the rank's core; ofi streams through one endpoint):
+// rank channels carry that limit, beside the link directions of the routes.
 double CostModel::stepUs(std::span<const Flow> flows) const {
   std::lock_guard lock(mutex_);
   load_.clear();
+  auto rankChannel = [](int rank, bool in, topo::LinkKind kind) {
+    return (uint64_t(1) << 63) | (uint64_t(uint32_t(rank)) << 8) | (uint64_t(in) << 4) | uint64_t(kind);
+  };
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes <= 0) continue;
     const PairRoute& r = route(f.src, f.dst);
     if (!r.reachable) return std::numeric_limits<double>::infinity();
     for (const auto& [channel, fraction] : r.shares) load_[channel] += f.bytes * fraction;
+    load_[rankChannel(f.src, false, r.kind)] += f.bytes;
+    load_[rankChannel(f.dst, true, r.kind)] += f.bytes;
   }
   double worst = 0;
   for (const Flow& f : flows) {
@@ -76,8 +84,9 @@ double CostModel::stepUs(std::span<const Flow> flows) const {
       worst = std::max(worst, f.bytes / memBytesPerUs());
       continue;
     }
+    if (f.bytes <= 0) continue;
     const PairRoute& r = route(f.src, f.dst);
-    double transfer = f.bytes / r.kindBytesPerUs;
+    double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
     for (const auto& [channel, fraction] : r.shares) {
       const double bytesPerUs = graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) * 1e3;
       transfer = std::max(transfer, load_[channel] / bytesPerUs);

@@ -7,7 +7,7 @@
 // and α(kind) is that transport's software startup (calibrated by sncl-tune, else a
 // default). Its bytes move at the rate of the most loaded link direction on its route
 // (capacity / bytes of every flow of the step crossing it, weighted by the route's ECMP
-// shares), never faster than β(kind).
+// shares), and a rank's flows of one kind share β(kind) in each direction.
 #pragma once
 
 #include <array>

@@ -47,8 +47,10 @@ constexpr size_t kMeshMaxRanks = 64;
 double ring(const CostModel& m, const Groups& groups, double bytes, double chunkBytes) {
   const double n = groups[0].size();
   const Pieces p = cut(bytes / n, chunkBytes);
-  // 2(n-1) steps per round; every step reduces or copies the piece it received.
-  return 2 * (n - 1) * p.rounds * (ringStep(m, groups, p.piece) + p.piece / m.memBytesPerUs());
+  // 2(n-1) steps per round; the reduce-scatter half folds what it receives, the
+  // all-gather half receives in place. The input is copied to the output first.
+  return 2 * (n - 1) * p.rounds * ringStep(m, groups, p.piece) + (n - 1) * p.rounds * p.piece / m.memBytesPerUs() +
+         bytes / m.memBytesPerUs();
 }
 
 double direct(const CostModel& m, const Groups& groups, double bytes) {
