@@ -196,6 +196,14 @@ size_t resultCount(const CollOp& op, int rank) {
 // receives are not collective, so the ranks' counts of them differ.
 constexpr uint64_t kPointToPointSeq = 0xffffffff;
 
+// Runs a schedule as one call of the comm, bracketed for transports that model time.
+Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
+  for (auto& t : comm->transports) t->callBegin();
+  const Result r = comm->executor->run(schedule, args);
+  for (auto& t : comm->transports) t->callEnd();
+  return r;
+}
+
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op) {
@@ -235,7 +243,7 @@ Result runCollective(snclComm* comm, const CollOp& op) {
     scaleKernel(op.dtype)(scaled, op.input, scaledCount, factor, 0);
     args.input = scaled;
   }
-  if (Result r = comm->executor->run(comm->schedule, args); r != snclSuccess) {
+  if (Result r = runTimed(comm, comm->schedule, args); r != snclSuccess) {
     commSetAsyncError(comm, r);
     return r;
   }
@@ -275,7 +283,7 @@ Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
   args.userBuffers = comm->p2pBuffers.data();
   args.elemSize = 1;
   args.seq = kPointToPointSeq;
-  const Result r = comm->executor->run(comm->p2pSchedule, args);
+  const Result r = runTimed(comm, comm->p2pSchedule, args);
   if (r != snclSuccess) commSetAsyncError(comm, r);
   // A peer that never posts its side leaves this rank waiting: most likely a missing call.
   if (r == snclTimeout)

@@ -74,6 +74,12 @@ class Transport {
 
   // Fails every outstanding request and wakes waiters; later calls fail. Never blocks.
   virtual void abort() = 0;
+
+  // Bracket one call of the comm (a collective, or a group's sends and receives), on the
+  // thread that runs it. A transport that models time (bus) measures calls by them and
+  // counts them for fault triggers; the others ignore them.
+  virtual void callBegin() {}
+  virtual void callEnd() {}
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();
