@@ -8,6 +8,7 @@
 #include <fstream>
 #include <new>
 
+#include "lib/default_topo.h"
 #include "lib/env.h"
 #include "lib/log.h"
 #include "lib/reduce.h"
@@ -114,6 +115,30 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   return snclSuccess;
 }
 
+// The planner's cost model: the calibrated figures (SNCL_TUNING_FILE) on the comm's
+// topology file, or without one on the hosts the transports follow (shm inside, ofi
+// between). Every rank reads the same files and sees the same peers, so all choose alike.
+Result setupPlanner(snclComm* comm) {
+  Tuning tuning = defaultTuning();
+  if (auto file = env::str("SNCL_TUNING_FILE")) SNCL_CHECK(loadTuning(*file, &tuning));
+  std::shared_ptr<const topo::Graph> graph;
+  std::vector<topo::VertexId> rankVertex;
+  if (comm->topology->fromFile()) {
+    graph = std::shared_ptr<const topo::Graph>(comm->topology, &comm->topology->graph());
+    for (int r = 0; r < comm->nranks; ++r) rankVertex.push_back(comm->topology->rankVertex(r));
+  } else {
+    std::shared_ptr<topo::Graph> hosts;
+    SNCL_CHECK(defaultTopology(comm->peers, tuning, &hosts, &rankVertex));
+    graph = std::move(hosts);
+  }
+  auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning));
+  PlannerOptions options;
+  options.algoSpec = env::str("SNCL_ALGO").value_or("");
+  options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);
+  comm->planner = std::make_unique<Planner>(comm->rank, std::move(model), options);
+  return snclSuccess;
+}
+
 }  // namespace
 
 Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, const snclConfig_t* config) {
@@ -146,9 +171,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   SNCL_CHECK(setupTransports(comm, deadline));
 
-  LinkCost link;  // defaults until the topology and calibration provide real figures
-  comm->planner = std::make_unique<Planner>(rank, nranks, link, env::str("SNCL_ALGO").value_or(""),
-                                            env::bytes("SNCL_CHUNK_SIZE", 1u << 20));
+  SNCL_CHECK(setupPlanner(comm));
   return snclSuccess;
 }
 
@@ -200,11 +223,11 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
                         op.coll == CollType::AlltoAll && op.input == op.output};
   auto& key = comm->scheduleKey;
-  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.count != shape.count ||
+  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.variant != plan.variant() || key.count != shape.count ||
       key.elemSize != elemSize || key.chunkBytes != plan.chunkBytes || key.root != shape.root ||
       key.inPlace != shape.inPlace) {
     comm->planner->build(plan, shape, &comm->schedule);
-    key = {op.coll, plan.algorithm, shape.count, elemSize, plan.chunkBytes, shape.root, shape.inPlace};
+    key = {op.coll, plan.algorithm, plan.variant(), shape.count, elemSize, plan.chunkBytes, shape.root, shape.inPlace};
   }
   // Scratch: the schedule's, then (pre-multiplied sum) this rank's scaled input, which
   // the schedule reads instead of the caller's: one extra pass over the input, since a

@@ -46,6 +46,7 @@ struct snclComm {
   struct {
     sncl::CollType coll = sncl::CollType::kCount;
     sncl::Algorithm algorithm = sncl::Algorithm::kCount;
+    uint32_t variant = 0;  // Plan::variant()
     size_t count = SIZE_MAX;
     size_t elemSize = 0;
     size_t chunkBytes = 0;
