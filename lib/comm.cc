@@ -123,7 +123,10 @@ Result setupPlanner(snclComm* comm) {
   if (auto file = env::str("SNCL_TUNING_FILE")) SNCL_CHECK(loadTuning(*file, &tuning));
   std::shared_ptr<const topo::Graph> graph;
   std::vector<topo::VertexId> rankVertex;
-  if (comm->topology->fromFile()) {
+  // The comm's graph when it describes the links in use: a topology file, or the emulated
+  // bus everywhere (its default supernode); otherwise hosts from the peers' host ids.
+  const bool busEverywhere = env::str("SNCL_TRANSPORT").value_or("") == "bus";
+  if (comm->topology->fromFile() || busEverywhere) {
     graph = std::shared_ptr<const topo::Graph>(comm->topology, &comm->topology->graph());
     for (int r = 0; r < comm->nranks; ++r) rankVertex.push_back(comm->topology->rankVertex(r));
   } else {
