@@ -2,7 +2,12 @@
 // algorithm, per (topology, size) cell. Every algorithm is forced in turn with SNCL_ALGO
 // (set before comm init), then the automatic choice runs; regret = auto time / best time.
 //
-//   planner_regret [--quick] [--max-bytes N]
+//   planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]
+//
+// SNCL_TUNING_FILE (sncl-tune's output) applies to every comm, the automatic choice's
+// included; run with and without it to compare. --only keeps the topologies whose name
+// contains TEXT. A topology whose ranks fail or pass the deadline (default 900 s) is
+// reported and its cells left out of the share.
 //
 // Topologies: 8 ranks on one host (shm); 2 virtual hosts x 4 (SNCL_HOSTID: shm inside,
 // ofi between); 16 ranks on an emulated two-level supernode (topologies/supernode-4x4.json,
@@ -10,6 +15,7 @@
 // (min over trials of the slowest rank), the bus's modeled clock for the supernode (the
 // span from the last rank's entry to the last rank's exit). Ranks are processes (fork).
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,14 +139,39 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
 
 int main(int argc, char** argv) {
   size_t maxBytes = size_t(128) << 20;
+  std::vector<size_t> sizes;
+  const char* only = nullptr;
+  double deadlineS = 900;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--quick")) maxBytes = size_t(8) << 20;
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) maxBytes = strtoull(argv[++i], nullptr, 10);
-    else {
-      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N]\n");
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--deadline") && i + 1 < argc) deadlineS = strtod(argv[++i], nullptr);
+    else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
+      for (char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const size_t v = strtoull(p, &end, 10);
+        const size_t scale = *end == 'K' ? 1024 : *end == 'M' ? 1048576 : 1;
+        if (end == p || v == 0 || sizes.size() == kMaxSizes) {
+          fprintf(stderr, "planner_regret: bad --sizes (up to %d sizes, bytes with K or M)\n", kMaxSizes);
+          return 2;
+        }
+        sizes.push_back(v * scale);
+        p = end + (scale > 1);
+        if (*p == ',') ++p;
+      }
+      std::sort(sizes.begin(), sizes.end());
+    } else {
+      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]\n");
       return 2;
     }
   }
+  if (!(deadlineS > 0)) {
+    fprintf(stderr, "planner_regret: --deadline needs a positive number of seconds\n");
+    return 2;
+  }
+  const char* tuning = getenv("SNCL_TUNING_FILE");
+  printf("planner_regret: tuning %s\n", tuning ? tuning : "defaults (no SNCL_TUNING_FILE)");
   const char* file = getenv("SNCL_REGRET_TOPO");  // the supernode file, if not run from the source tree
   if (!file) file = "topologies/supernode-4x4.json";
   const bool haveFile = access(file, R_OK) == 0;
@@ -155,8 +186,9 @@ int main(int argc, char** argv) {
   } else {
     fprintf(stderr, "planner_regret: %s not found (set SNCL_REGRET_TOPO): supernode cells skipped\n", file);
   }
-  std::vector<size_t> sizes;
-  for (size_t b = 8; b <= maxBytes && sizes.size() < kMaxSizes; b *= 16) sizes.push_back(b);
+  if (only) std::erase_if(topologies, [&](const Topology& t) { return !strstr(t.name, only); });
+  if (sizes.empty())
+    for (size_t b = 8; b <= maxBytes && sizes.size() < kMaxSizes; b *= 16) sizes.push_back(b);
 
   auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return 1;
@@ -172,10 +204,24 @@ int main(int argc, char** argv) {
       if (pid == 0) _exit(rankMain(t, r, ids, sizes, shared));
       pids.push_back(pid);
     }
+    const double deadline = nowUs() + deadlineS * 1e6;
+    bool failed = false, late = false;
     for (pid_t pid : pids) {
       int status = 0;
-      waitpid(pid, &status, 0);
-      failures += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (nowUs() > deadline && !late) {
+          late = true;
+          for (pid_t p : pids) kill(p, SIGKILL);
+        }
+        usleep(20000);
+      }
+      failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed) {
+      ++failures;
+      printf("\n%s: %s; its cells are not counted\n", t.name,
+             late ? "did not finish before the deadline (hung), ranks killed" : "ranks failed");
+      fflush(stdout);
     }
   }
   printf("\ncells %d, auto within 10%% of the best in %d (%.0f%%), worst regret %.2f%s\n", shared->cells, shared->within,

@@ -11,6 +11,7 @@
 #include "lib/cost_model.h"
 #include "lib/linear_fit.h"
 #include "lib/topo/generators.h"
+#include "lib/topo/route.h"
 
 using namespace sncl;
 
@@ -62,7 +63,7 @@ TEST_CASE("line fit: bad input is an error, not a line", "[tuning][fit]") {
   CHECK(fitLine(one, one, &f) == snclInvalidArgument);
   CHECK(fitLine(two, three, &f) == snclInvalidArgument);
   CHECK(fitLine(same, three, &f) == snclInvalidArgument);
-  CHECK(lastError().find("same x") != std::string::npos);
+  CHECK(std::string(lastError()).find("same x") != std::string::npos);
   const std::vector<double> nan = {1, std::nan("")};
   CHECK(fitLine(two, nan, &f) == snclInvalidArgument);
 }

@@ -47,7 +47,7 @@ constexpr const char* kUsage = R"(usage: sncl-tune [options]
 )";
 
 constexpr int kMaxSizes = 32, kMaxIters = 1000;
-constexpr int kTimeoutMs = 300000;
+constexpr int kTimeoutMs = 180000;  // per measurement: a hung transport must not hang the tool
 
 // Written by the measuring processes, read by the parent.
 struct Shared {
@@ -198,7 +198,7 @@ double busRouteLatencyUs() {
   std::shared_ptr<CommTopology> topo;
   topo::Route route;
   if (CommTopology::build(2, &topo) != snclSuccess || topo->routeRanks(0, 1, &route) != snclSuccess || !route.reachable) {
-    fprintf(stderr, "sncl-tune: bus: no route between ranks 0 and 1: %s\n", lastError().c_str());
+    fprintf(stderr, "sncl-tune: bus: no route between ranks 0 and 1: %s\n", lastError());
     return -1;
   }
   return route.latencyUs;
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
     for (size_t s = 0; s < o.sizes.size(); ++s) x.push_back(double(o.sizes[s])), y.push_back(shared->oneWayUs[s]);
     LineFit fit;
     if (fitLine(x, y, &fit) != snclSuccess) {
-      fprintf(stderr, "sncl-tune: %s: %s\n", kind.c_str(), lastError().c_str());
+      fprintf(stderr, "sncl-tune: %s: %s\n", kind.c_str(), lastError());
       ++failures;
       continue;
     }
