@@ -47,8 +47,10 @@ const CostModel::PairRoute& CostModel::route(int src, int dst) const {
     }
     pr.kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
     const KindCost& kc = tuning_.kind[int(pr.kind)];
-    pr.alphaUs = kc.alphaUs + r.latencyUs;
-    pr.kindBytesPerUs = clock_ == CostClock::BusModeled && pr.kind == topo::LinkKind::Bus ? kUnlimited : kc.betaGBs * 1e3;
+    const bool emulatedBus = clock_ == CostClock::BusModeled && pr.kind == topo::LinkKind::Bus;
+    // The default bus α is a real bus's software; the emulator has none unless measured.
+    pr.alphaUs = (emulatedBus && !tuning_.measured[int(pr.kind)] ? 0.0 : kc.alphaUs) + r.latencyUs;
+    pr.kindBytesPerUs = emulatedBus ? kUnlimited : kc.betaGBs * 1e3;
   }
   return routes_.emplace(key, std::move(pr)).first->second;
 }

@@ -37,6 +37,7 @@ struct Tuning {
   // this machine's cores (waking, polling, the scheduler's turns): (n, µs), n ascending.
   // Empty: none (dedicated cores).
   std::vector<std::pair<int, double>> stepOverheadUs;
+  std::array<bool, topo::kNumLinkKinds> measured{};  // kinds the file gave figures for
   std::string source = "defaults";
 
   // Linear between measured rank counts; below the first, the first; past the last, grows
@@ -70,8 +71,8 @@ struct Flow {
 //    comm runs on it. The emulator charges each chunk its route's links (shared by
 //    reservation) and latency, both scaled by the same timescale the clock divides by, and
 //    nothing else: CPU time between steps, reductions and copies do not enter, and a rank
-//    has no transport limit beside its links. So a bus message pays the route and the
-//    tuning's bus α (what sncl-tune measured beyond the route: about zero), and no β cap,
+//    has no transport limit beside its links. So a bus message pays the route and, if a
+//    tuning file measured it, the bus's α beyond the route (about zero); no β cap,
 //    memory cost or step overhead applies. Chunking does not change a lone flow's time
 //    (one latency, links held back to back), and flows sharing a link take turns chunk by
 //    chunk, which the step's shared-link division is the fluid form of.

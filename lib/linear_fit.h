@@ -16,7 +16,11 @@ struct LineFit {
   double maxRelResidual = 0;  // largest |y - fitted y| / y over the samples
 };
 
-// Needs at least two distinct x; finite values only. Otherwise InvalidArgument.
-Result fitLine(std::span<const double> x, std::span<const double> y, LineFit* out);
+// Uniform: ordinary least squares. Relative: each sample weighted by 1 / y^2, so that
+// times spanning orders of magnitude (1 µs .. 10 ms) are fitted to their relative error
+// and the small sizes still decide α. Needs at least two distinct x, finite values (and
+// for Relative, positive y). Otherwise InvalidArgument.
+enum class FitWeight { Uniform, Relative };
+Result fitLine(std::span<const double> x, std::span<const double> y, LineFit* out, FitWeight weight = FitWeight::Uniform);
 
 }  // namespace sncl

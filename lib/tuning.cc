@@ -77,6 +77,7 @@ Result parseTuning(const std::string& text, const std::string& source, Tuning* o
           return bad(source, "/links/" + kindName, "unknown link kind (bus, shm, pcie, net or ofi)");
         const std::string where = "/links/" + kindName;
         if (!fig.is_object()) return bad(source, where, "expected {\"alpha_us\": .., \"beta_gbs\": ..}");
+        t.measured[int(kind)] = true;
         for (auto& [field, v] : fig.items()) {
           if (field == "alpha_us") SNCL_CHECK(nonNegative(v, source, where + "/alpha_us", &t.kind[int(kind)].alphaUs));
           else if (field == "beta_gbs") SNCL_CHECK(positive(v, source, where + "/beta_gbs", &t.kind[int(kind)].betaGBs));

@@ -1,6 +1,6 @@
 // planner_regret: how close the planner's automatic All-Reduce choice comes to the best
 // algorithm, per (topology, size) cell. Every algorithm is forced in turn with SNCL_ALGO
-// (set before comm init), then the automatic choice runs; regret = auto time / best time.
+// (set before comm init) beside the automatic choice; regret = auto time / best time.
 //
 //   planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]
 //
@@ -59,37 +59,28 @@ bool ok(snclResult_t r, snclComm_t comm, const char* what) {
   return false;
 }
 
-// Time of one All-Reduce of bytes on comm, agreed by all ranks (the slowest rank's).
+// Time of one All-Reduce of bytes on comm (one trial), agreed by all ranks (the slowest
+// rank's).
 bool timeCall(snclComm_t comm, const Topology& t, std::vector<float>& buf, size_t bytes, double* us) {
   const size_t count = std::max<size_t>(1, bytes / sizeof(float));
   const int iters = bytes <= (32u << 10) ? 20 : bytes <= (1u << 20) ? 5 : bytes <= (16u << 20) ? 2 : 1;
-  const int trials = bytes <= (16u << 20) ? 3 : 2;
-  double best = 1e300;
-  double span[2] = {0, 0};
   if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "warm-up")) return false;
-  for (int trial = 0; trial < trials; ++trial) {
-    double local;
-    if (t.modeled) {
-      double start, end;
-      if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
-      if (!ok(snclBusLastCallSpanUs(comm, &start, &end), comm, "modeled span")) return false;
-      span[0] = start;
-      span[1] = end;
-      if (!ok(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return false;
-      local = span[1] - span[0];
-    } else {
-      float sync = 0;
-      if (!ok(snclAllReduce(&sync, &sync, 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return false;
-      const double t0 = nowUs();
-      for (int i = 0; i < iters; ++i)
-        if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
-      double elapsed = (nowUs() - t0) / iters;
-      if (!ok(snclAllReduce(&elapsed, &elapsed, 1, snclFloat64, snclMax, comm, nullptr), comm, "time max")) return false;
-      local = elapsed;
-    }
-    best = std::min(best, local);
+  if (t.modeled) {
+    double span[2] = {0, 0};
+    if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+    if (!ok(snclBusLastCallSpanUs(comm, &span[0], &span[1]), comm, "modeled span")) return false;
+    if (!ok(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return false;
+    *us = span[1] - span[0];
+    return true;
   }
-  *us = best;
+  float sync = 0;
+  if (!ok(snclAllReduce(&sync, &sync, 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return false;
+  const double t0 = nowUs();
+  for (int i = 0; i < iters; ++i)
+    if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+  double elapsed = (nowUs() - t0) / iters;
+  if (!ok(snclAllReduce(&elapsed, &elapsed, 1, snclFloat64, snclMax, comm, nullptr), comm, "time max")) return false;
+  *us = elapsed;
   return true;
 }
 
@@ -100,18 +91,27 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
   std::vector<float> buf(sizes.back() / sizeof(float) + 1, 1.0f);
   double us[kMaxAlgos + 1][kMaxSizes] = {};
   const size_t nalgo = t.algorithms.size();
+  // All comms stay up and take turns trial by trial, so that a burst of load from
+  // elsewhere on the machine hits every algorithm of a size alike.
+  std::vector<snclComm_t> comms(nalgo + 1, nullptr);
   for (size_t a = 0; a <= nalgo; ++a) {  // a == nalgo: the automatic choice
     if (a < nalgo) setenv("SNCL_ALGO", (std::string("allreduce:") + t.algorithms[a]).c_str(), 1);
     else unsetenv("SNCL_ALGO");
-    snclComm_t comm = nullptr;
-    if (!ok(snclCommInitRank(&comm, t.nranks, ids[a], rank), nullptr, "init")) return 1;
-    for (size_t s = 0; s < sizes.size(); ++s) {
-      const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
-      if (meshTooBig) continue;  // not a candidate there: the planner runs ring instead
-      if (!timeCall(comm, t, buf, sizes[s], &us[a][s])) return 1;
-    }
-    if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
+    if (!ok(snclCommInitRank(&comms[a], t.nranks, ids[a], rank), nullptr, "init")) return 1;
   }
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const int trials = sizes[s] <= (16u << 20) ? 3 : 2;
+    for (int trial = 0; trial < trials; ++trial)
+      for (size_t a = 0; a <= nalgo; ++a) {
+        const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
+        if (meshTooBig) continue;  // not a candidate there: the planner runs ring instead
+        double us1 = 0;
+        if (!timeCall(comms[a], t, buf, sizes[s], &us1)) return 1;
+        us[a][s] = trial == 0 ? us1 : std::min(us[a][s], us1);
+      }
+  }
+  for (snclComm_t comm : comms)
+    if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   if (rank != 0) return 0;
   printf("\n%s: %d ranks, %s\n%10s", t.name, t.nranks, t.modeled ? "modeled bus time (us)" : "wall time (us)", "bytes");
   for (const char* a : t.algorithms) printf(" %10s", a);

@@ -43,6 +43,25 @@ TEST_CASE("line fit recovers an exact line", "[tuning][fit]") {
   CHECK(1e-3 / f.slope == Approx(6.25).epsilon(1e-9));
   CHECK(f.rmsResidual == Approx(0).margin(1e-9));
   CHECK(f.maxRelResidual == Approx(0).margin(1e-9));
+  // Weighting changes nothing when every sample is on the line.
+  REQUIRE(fitLine(bytes, us, &f, FitWeight::Relative) == snclSuccess);
+  CHECK(f.intercept == Approx(3.5).epsilon(1e-9));
+  CHECK(1e-3 / f.slope == Approx(6.25).epsilon(1e-9));
+}
+
+TEST_CASE("line fit: a relative fit keeps α from the small sizes", "[tuning][fit]") {
+  // α = 2 µs, β = 1 GB/s, and the largest size 10% slow (a loaded machine).
+  const std::vector<double> bytes = {8, 64, 512, 4096, 1 << 20};
+  std::vector<double> us;
+  for (double b : bytes) us.push_back(2 + b / 1000);
+  us.back() *= 1.1;
+  LineFit plain, relative;
+  REQUIRE(fitLine(bytes, us, &plain) == snclSuccess);
+  REQUIRE(fitLine(bytes, us, &relative, FitWeight::Relative) == snclSuccess);
+  CHECK(std::abs(relative.intercept - 2) < 0.5);
+  CHECK(std::abs(plain.intercept - 2) > std::abs(relative.intercept - 2));
+  const std::vector<double> zero = {0, 1, 2, 3, 4};
+  CHECK(fitLine(bytes, zero, &relative, FitWeight::Relative) == snclInvalidArgument);
 }
 
 TEST_CASE("line fit: least squares through noisy samples, residuals reported", "[tuning][fit]") {

@@ -10,7 +10,8 @@
 // emulated bus (SNCL_TRANSPORT=bus), timed on its modeled clock, so its α is what the
 // emulator charges beyond the route's latency (which the planner takes from the topology).
 // Then, per rank count n, n ranks run tiny ring All-Reduces (2(n-1) steps of one message
-// each): a step's wall time minus shm's α is the step overhead of n ranks on these cores.
+// each): the step time with the fewest ranks is α inside a call, the rise above it with n
+// ranks the step overhead of n ranks on these cores.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,7 +54,6 @@ constexpr int kTimeoutMs = 180000;  // per measurement: a hung transport must no
 struct Shared {
   double oneWayUs[kMaxSizes];
   double stepUs;
-  int ok;
 };
 
 double nowUs() {
@@ -98,32 +98,42 @@ void selectKind(const std::string& kind, int rank) {
   if (kind == "bus") setenv("SNCL_TRANSPORT", "bus", 1);
 }
 
-// Rank 0 sends, rank 1 returns, iters times per size. Wall kinds time the round trip on
-// rank 0; the bus times it on its common modeled clock (send's start to reply's end).
+// Wall kinds: rank 0 sends, rank 1 returns, iters times per size, timed on rank 0. The
+// bus: both ranks send and receive in one group call, timed on its common modeled clock
+// (the last entry to the last exit): a ping-pong's separate calls would put the CPU time
+// between them into the modeled clock, which a collective's steps never see.
 int pingPongRank(const std::string& kind, int rank, const snclUniqueId& id, const std::vector<size_t>& sizes, int iters,
                  Shared* out) {
   selectKind(kind, rank);
   snclComm_t comm = nullptr;
   if (!check(snclCommInitRank(&comm, 2, id, rank), nullptr, "init")) return 1;
   const bool modeled = kind == "bus";
-  std::vector<char> buf(sizes.back());
+  std::vector<char> buf(sizes.back()), back(sizes.back());
   const int peer = 1 - rank;
   std::vector<double> samples;
   for (size_t s = 0; s < sizes.size(); ++s) {
     samples.clear();
     for (int i = -2; i < iters; ++i) {  // two warm-up trips
-      double start = 0, end = 0, unused = 0;
       const double t0 = nowUs();
+      if (modeled) {
+        snclGroupStart();
+        snclSend(buf.data(), sizes[s], snclUint8, peer, comm, nullptr);
+        snclRecv(back.data(), sizes[s], snclUint8, peer, comm, nullptr);
+        if (!check(snclGroupEnd(), comm, "exchange")) return 1;
+        double span[2];
+        if (!check(snclBusLastCallSpanUs(comm, &span[0], &span[1]), comm, "modeled span")) return 1;
+        if (!check(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return 1;
+        if (i >= 0) samples.push_back(span[1] - span[0]);
+        continue;
+      }
       if (rank == 0) {
         if (!check(snclSend(buf.data(), sizes[s], snclUint8, peer, comm, nullptr), comm, "send")) return 1;
-        if (modeled && !check(snclBusLastCallSpanUs(comm, &start, &unused), comm, "modeled span")) return 1;
         if (!check(snclRecv(buf.data(), sizes[s], snclUint8, peer, comm, nullptr), comm, "recv")) return 1;
-        if (modeled && !check(snclBusLastCallSpanUs(comm, &unused, &end), comm, "modeled span")) return 1;
       } else {
         if (!check(snclRecv(buf.data(), sizes[s], snclUint8, peer, comm, nullptr), comm, "recv")) return 1;
         if (!check(snclSend(buf.data(), sizes[s], snclUint8, peer, comm, nullptr), comm, "send")) return 1;
       }
-      if (i >= 0) samples.push_back((modeled ? end - start : nowUs() - t0) / 2);
+      if (i >= 0) samples.push_back((nowUs() - t0) / 2);
     }
     if (rank == 0) out->oneWayUs[s] = median(samples);
   }
@@ -161,7 +171,6 @@ bool runRanks(int n, Shared* shared, const Body& body) {
     fprintf(stderr, "sncl-tune: cannot make a unique id: %s\n", snclGetLastError(nullptr));
     return false;
   }
-  shared->ok = 0;
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
@@ -300,7 +309,7 @@ int main(int argc, char** argv) {
     std::vector<double> x, y;
     for (size_t s = 0; s < o.sizes.size(); ++s) x.push_back(double(o.sizes[s])), y.push_back(shared->oneWayUs[s]);
     LineFit fit;
-    if (fitLine(x, y, &fit) != snclSuccess) {
+    if (fitLine(x, y, &fit, FitWeight::Relative) != snclSuccess) {
       fprintf(stderr, "sncl-tune: %s: %s\n", kind.c_str(), lastError());
       ++failures;
       continue;
@@ -330,19 +339,35 @@ int main(int argc, char** argv) {
     if (kind == "bus")
       fmt::print("  route latency {:.2f} us (topology): the bus's own alpha is {:.2f} us\n", routeUs, t.kind[k].alphaUs);
   }
-  shared->stepUs = 0;
-  if (!o.ranks.empty()) fmt::print("\nstep overhead (tiny ring All-Reduce on shm, wall clock):\n{:>6} {:>10} {:>12}\n", "ranks", "step us", "overhead us");
-  const double shmAlpha = t.kind[int(topo::LinkKind::Shm)].alphaUs;
+  // A step inside a collective costs less than a ping-pong's half trip, which also pays
+  // entering and leaving a call: the tiny ring's step on 2 ranks is α inside a call, the
+  // difference the per-call cost that every algorithm pays alike. Steps with n ranks cost
+  // beyond that their turns on the cores: the step overhead.
+  std::vector<std::pair<int, double>> steps;
+  if (!o.ranks.empty()) fmt::print("\nsteps (tiny ring All-Reduce on shm, wall clock, median per step):\n");
   for (int n : o.ranks) {
     const bool ran = runRanks(n, shared, [&](int rank, const snclUniqueId& id) { return stepRank(rank, n, id, o.iters, shared); });
     if (!ran) {
-      fprintf(stderr, "sncl-tune: step overhead with %d ranks failed\n", n);
+      fprintf(stderr, "sncl-tune: steps with %d ranks failed\n", n);
       ++failures;
       continue;
     }
-    const double overhead = std::max(0.0, shared->stepUs - shmAlpha);
-    t.stepOverheadUs.emplace_back(n, overhead);
-    fmt::print("{:>6} {:>10.2f} {:>12.2f}\n", n, shared->stepUs, overhead);
+    steps.emplace_back(n, shared->stepUs);
+    fmt::print("{:>6} ranks {:>10.2f} us\n", n, shared->stepUs);
+  }
+  if (!steps.empty()) {
+    const double base = steps.front().second;
+    for (const auto& [n, us] : steps) t.stepOverheadUs.emplace_back(n, std::max(0.0, us - base));
+    const int shm = int(topo::LinkKind::Shm), net = int(topo::LinkKind::Net);
+    if (measured[shm]) {
+      const double callUs = std::max(0.0, t.kind[shm].alphaUs - base);
+      fmt::print("per-call cost {:.2f} us (shm ping-pong alpha - step alpha): taken out of the alphas\n", callUs);
+      t.kind[shm].alphaUs = base;
+      if (measured[net]) t.kind[net].alphaUs = std::max(base, t.kind[net].alphaUs - callUs);
+    }
+    fmt::print("step overhead beyond {} ranks' step:", steps.front().first);
+    for (const auto& [n, us] : t.stepOverheadUs) fmt::print(" {}: {:.2f} us", n, us);
+    fmt::print("\n");
   }
   const std::string json = tuningJson(t, measured);
   if (o.output.empty()) {
