@@ -27,10 +27,12 @@ def train(group, rank, args):
     ddp = DDP(model, process_group=group, bucket_cap_mb=0.1)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(args.seed + 1 + rank)
+    # Labels from a fixed random teacher, so that there is something to learn.
+    teacher = torch.randn(32, 4, generator=torch.Generator().manual_seed(args.seed))
     losses = []
     for _ in range(args.steps):
         x = torch.randn(64, 32, generator=data)
-        y = torch.randint(0, 4, (64,), generator=data)
+        y = (x @ teacher).argmax(dim=1)
         opt.zero_grad()
         loss = nn.functional.cross_entropy(ddp(x), y)
         loss.backward()
