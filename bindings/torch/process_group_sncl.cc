@@ -1,5 +1,7 @@
 #include "bindings/torch/process_group_sncl.h"
 
+#include <Python.h>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -180,7 +182,15 @@ ProcessGroupSNCL::ProcessGroupSNCL(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 ProcessGroupSNCL::~ProcessGroupSNCL() {
-  issuer_.reset();  // finishes queued work first
+  // Finishing queued work may complete futures whose Python callbacks need the GIL, and
+  // the last reference often drops in Python: release the GIL while the issuer drains.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* state = PyEval_SaveThread();
+    issuer_.reset();
+    PyEval_RestoreThread(state);
+  } else {
+    issuer_.reset();
+  }
   snclStreamDestroy(stream_);
   snclCommDestroy(comm_);
 }
