@@ -42,6 +42,15 @@ int worldRank() {
   return rank;
 }
 
+// Bytes per element of the types reduceType returns.
+size_t typeBytes(snclDataType_t t) {
+  switch (t) {
+    case snclInt8: case snclUint8: return 1;
+    case snclInt32: case snclUint32: case snclFloat32: return 4;
+    default: return 8;
+  }
+}
+
 void note(Kind k, bool sncl, const char* why, size_t bytes) {
   (sncl ? bySncl : byMpi)[k].fetch_add(1, std::memory_order_relaxed);
   if (debugLevel() >= 2)
@@ -97,7 +106,7 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
   const size_t n = static_cast<size_t>(count);
-  note(kAllreduce, true, nullptr, n * plainBytes(datatype));
+  note(kAllreduce, true, nullptr, n * typeBytes(*t));
   const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   return finish(snclAllReduce(src, recvbuf, n, *t, *o, c, nullptr), kAllreduce, comm);
 }
@@ -114,7 +123,7 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   }
   const size_t n = static_cast<size_t>(count);
-  note(kReduce, true, nullptr, n * plainBytes(datatype));
+  note(kReduce, true, nullptr, n * typeBytes(*t));
   const bool isRoot = rankIn(comm) == root;
   const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;  // MPI_IN_PLACE is legal at root only
   return finish(snclReduce(src, isRoot ? recvbuf : nullptr, n, *t, *o, root, c, nullptr), kReduce, comm);
@@ -185,7 +194,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
     note(kReduceScatterBlock, false, why ? why : "communicator", 0);
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   }
-  const size_t n = static_cast<size_t>(recvcount), elem = plainBytes(datatype);
+  const size_t n = static_cast<size_t>(recvcount), elem = typeBytes(*t);
   note(kReduceScatterBlock, true, nullptr, n * elem);
   if (sendbuf != MPI_IN_PLACE)
     return finish(snclReduceScatter(sendbuf, recvbuf, n, *t, *o, c, nullptr), kReduceScatterBlock, comm);
