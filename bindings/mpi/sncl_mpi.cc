@@ -53,9 +53,11 @@ size_t typeBytes(snclDataType_t t) {
 
 void note(Kind k, bool sncl, const char* why, size_t bytes) {
   (sncl ? bySncl : byMpi)[k].fetch_add(1, std::memory_order_relaxed);
-  if (debugLevel() >= 2)
-    std::fprintf(stderr, "sncl_mpi: rank %d: %s %zu bytes -> %s%s%s\n", worldRank(), kNames[k], bytes,
-                 sncl ? "sncl" : "MPI", why ? ": " : "", why ? why : "");
+  if (debugLevel() < 2) return;
+  if (sncl)
+    std::fprintf(stderr, "sncl_mpi: rank %d: %s %zu bytes -> sncl\n", worldRank(), kNames[k], bytes);
+  else
+    std::fprintf(stderr, "sncl_mpi: rank %d: %s -> MPI (%s)\n", worldRank(), kNames[k], why);
 }
 
 // The sncl comm serving comm, or nullptr (MPI serves: not initialized, finalized, null,

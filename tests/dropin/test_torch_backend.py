@@ -5,6 +5,7 @@ errors for unsupported dtypes and ops, and a lost rank surfacing as an exception
 
   PYTHONPATH=<build>/python /usr/bin/python3 test_torch_backend.py [--collectives | --lost-rank]
 Exits 77 (skipped) when torch is not installed."""
+import datetime
 import os
 import sys
 import tempfile
@@ -172,7 +173,7 @@ def run_collectives(rank):
     work = dist.all_reduce(t, async_op=True)
     fut = work.get_future()
     got = fut.wait()[0]
-    if not (work.is_completed() and work.wait() and got is not None):
+    if not (work.is_completed() and work.wait(datetime.timedelta(seconds=60)) and got is not None):
         failures.append("async all_reduce: work not completed after its future")
     ref = data(rank, 1 << 20, torch.float32)
     dist.all_reduce(ref, group=both.gloo)
@@ -198,7 +199,6 @@ def worker(rank, init, mode, result):
     import sncl_torch  # noqa: F401  registers "sncl"; after torch
     try:
         if mode == "lost-rank":
-            import datetime
             dist.init_process_group("sncl", init_method=init, rank=rank, world_size=WORLD,
                                     timeout=datetime.timedelta(seconds=10))
             dist.barrier()
