@@ -31,4 +31,7 @@ for kind in MPI_Allreduce MPI_Bcast; do
   ranks=$(grep -cE "^sncl_mpi: rank [0-9]+: $kind: [0-9]+ by sncl, [1-9][0-9]* by MPI" "$out/debug.txt" || true)
   [ "$ranks" -eq "$np" ] || { echo "FAIL: $kind fallbacks not counted on all ranks" >&2; exit 1; }
 done
+# Programs that call none of the served functions (here not even MPI) are unaffected.
+said=$(LD_PRELOAD=$lib timeout 60 "${mpirun[@]}" sh -c 'echo unaffected' | grep -c '^unaffected$' || true)
+[ "$said" -eq "$np" ] || { echo "FAIL: a plain command under the preload printed $said of $np lines" >&2; exit 1; }
 echo "OK: $lines identical result lines with and without the preload on $np ranks"
