@@ -10,3 +10,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfmt-dev libhwloc-dev libfabric-dev libfabric-bin libopenmpi-dev openmpi-bin \
   catch2 nlohmann-json3-dev graphviz iproute2 procps clang libclang-rt-14-dev \
   libgloo-dev gnuplot-nox jq >/dev/null
+# The PyTorch backend (bindings/torch) builds against Debian's torch for /usr/bin/python3.
+$SUDO apt-get install -y -qq --no-install-recommends python3-torch libtorch-dev pybind11-dev >/dev/null
