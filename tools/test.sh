@@ -17,4 +17,6 @@ run_suite() {  # build dir, extra cmake args...
 
 run_suite build -DCMAKE_BUILD_TYPE=Release
 bash tools/run_fuzz.sh 30   # the topology-file parser under libFuzzer, bounded
-run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNCL_SANITIZE=address -DSNCL_BUILD_PERF=OFF -DSNCL_BUILD_EXAMPLES=OFF
+# The torch extension is left out here: Python cannot load an ASan-built module without
+# preloading the runtime; its tests report themselves skipped.
+run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNCL_SANITIZE=address -DSNCL_BUILD_PERF=OFF -DSNCL_BUILD_EXAMPLES=OFF -DSNCL_BUILD_TORCH=OFF
