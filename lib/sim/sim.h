@@ -33,6 +33,10 @@ struct Workload {
   int nranks = 0;
   size_t elemSize = 1;  // bytes per element of Input/Output/Scratch ops (user buffers: bytes)
   ScheduleBuilder build;
+  // Every rank's schedule is rank 0's with peers shifted by the rank (mod nranks), byte
+  // counts equal within the aggregated engine's tolerance: a ring. The aggregated engine
+  // then builds a sample of ranks, checks that claim on them, and derives the others.
+  bool rotationSymmetric = false;
 };
 
 struct SimOptions {

@@ -79,6 +79,8 @@ Result makeWorkload(const WorkloadSpec& spec, int nranks, Planned* out) {
   const size_t chunk = spec.chunkBytes;
   // A planner per rank, as every rank of a comm has its own; built when the engine asks.
   out->workload.build = [=](int r, algo::Schedule* s) { Planner(r, nranks, link, "", chunk).build(plan, shape, s); };
+  // Ring schedules: every rank sends to rank+1 and receives from rank-1 (algorithms/ring.h).
+  out->workload.rotationSymmetric = plan.algorithm == Algorithm::Ring;
   return snclSuccess;
 }
 
