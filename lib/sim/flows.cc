@@ -7,7 +7,6 @@ namespace sncl::sim {
 
 FairShare::FairShare(const Network& net)
     : net_(net),
-      capLeft_(net.channelCount()),
       weight_(net.channelCount()),
       stamp_(net.channelCount(), 0),
       local_(net.channelCount()) {}
@@ -29,7 +28,6 @@ void FairShare::solve(std::span<const Path* const> flows, std::vector<double>* r
         stamp_[ch] = gen_;
         local_[ch] = uint32_t(channels_.size());
         channels_.push_back(ch);
-        capLeft_[ch] = net_.capacity(ch);
         weight_[ch] = 0;
       }
       weight_[ch] += f;
@@ -43,40 +41,54 @@ void FairShare::solve(std::span<const Path* const> flows, std::vector<double>* r
   for (size_t i = 0; i < n; ++i)
     for (auto [ch, f] : flows[i]->hops) members_[fill_[local_[ch]]++] = uint32_t(i);
 
+  // Progressive filling, driven by a heap of the level at which each channel fills:
+  // (capacity - load of frozen flows) / (fractions of growing flows). Freezing a flow
+  // changes only the channels it crosses, so each of its hops is touched once.
   frozen_.assign(n, 0);
-  size_t unfrozen = 0;
-  for (size_t i = 0; i < n; ++i) unfrozen += !flows[i]->hops.empty();
-  active_ = channels_;
-  double level = 0;
-  while (unfrozen > 0 && !active_.empty()) {
-    double delta = kInf;
-    for (uint32_t ch : active_) delta = std::min(delta, std::max(0.0, capLeft_[ch]) / weight_[ch]);
-    level += delta;
-    size_t keep = 0;
-    for (uint32_t ch : active_) {
-      capLeft_[ch] -= delta * weight_[ch];
-      if (capLeft_[ch] > 1e-9 * net_.capacity(ch)) {
-        active_[keep++] = ch;
-        continue;
+  frozenLoad_.resize(channels_.size());
+  version_.assign(channels_.size(), 0);
+  heap_.clear();
+  dirty_.clear();
+  constexpr uint32_t kDirty = UINT32_MAX;
+  uint32_t stamp = 0;  // versions handed out so far (entries start at 0)
+  auto fillLevel = [&](uint32_t ch) { return (net_.capacity(ch) - frozenLoad_[local_[ch]]) / weight_[ch]; };
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    frozenLoad_[i] = 0;
+    heap_.push_back({fillLevel(channels_[i]), uint32_t(i), 0});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+    const auto [level, li, ver] = heap_.back();
+    heap_.pop_back();
+    if (ver != version_[li]) continue;  // superseded by a later push
+    const uint32_t ch = channels_[li];
+    // Full at `level`: every flow still growing through it stops here.
+    for (uint32_t k = offsets_[li]; k < offsets_[li + 1]; ++k) {
+      const uint32_t f = members_[k];
+      if (frozen_[f]) continue;
+      frozen_[f] = 1;
+      (*rates)[f] = level;
+      (*bottleneck)[f] = ch;
+      for (auto [c2, fr] : flows[f]->hops) {
+        const uint32_t l2 = local_[c2];
+        weight_[c2] -= fr;
+        frozenLoad_[l2] += level * fr;
+        if (version_[l2] != kDirty) dirty_.push_back(l2), version_[l2] = kDirty;
       }
-      // Full: every flow still growing through it stops here.
-      for (uint32_t k = offsets_[local_[ch]]; k < offsets_[local_[ch] + 1]; ++k) {
-        const uint32_t f = members_[k];
-        if (frozen_[f]) continue;
-        frozen_[f] = 1;
-        --unfrozen;
-        (*rates)[f] = level;
-        (*bottleneck)[f] = ch;
-        for (auto [c2, fr] : flows[f]->hops) weight_[c2] -= fr;
-      }
-      weight_[ch] = 0;
     }
-    active_.resize(keep);
-    // Channels no growing flow crosses any more constrain nothing.
-    keep = 0;
-    for (uint32_t ch : active_)
-      if (weight_[ch] > 1e-9) active_[keep++] = ch;
-    active_.resize(keep);
+    // Re-key the channels those flows crossed, once each; one that no growing flow crosses
+    // any more constrains nothing.
+    for (uint32_t l2 : dirty_) {
+      version_[l2] = ++stamp;
+      const uint32_t c2 = channels_[l2];
+      if (c2 != ch && weight_[c2] > 1e-9) {
+        heap_.push_back({std::max(level, fillLevel(c2)), l2, version_[l2]});
+        std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+      }
+    }
+    dirty_.clear();
+    version_[li] = ++stamp;
   }
 }
 
