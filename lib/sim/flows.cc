@@ -57,7 +57,9 @@ void FairShare::solve(std::span<const Path* const> flows, std::vector<double>* r
     heap_.push_back({fillLevel(channels_[i]), uint32_t(i), 0});
   }
   std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-  while (!heap_.empty()) {
+  size_t growing = 0;
+  for (size_t i = 0; i < n; ++i) growing += !flows[i]->hops.empty();
+  while (growing > 0 && !heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
     const auto [level, li, ver] = heap_.back();
     heap_.pop_back();
@@ -68,6 +70,7 @@ void FairShare::solve(std::span<const Path* const> flows, std::vector<double>* r
       const uint32_t f = members_[k];
       if (frozen_[f]) continue;
       frozen_[f] = 1;
+      --growing;
       (*rates)[f] = level;
       (*bottleneck)[f] = ch;
       for (auto [c2, fr] : flows[f]->hops) {
