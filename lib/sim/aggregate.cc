@@ -467,8 +467,17 @@ Result simulateAggregated(Network& net, const Workload& w, const SimOptions& o, 
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
-  Aggregated a(net, w, o, out);
-  return a.run();
+  net.setBundling(true);
+  {
+    Aggregated a(net, w, o, out);
+    SNCL_CHECK(a.run());
+  }
+  if (!net.bundlingConflict()) return snclSuccess;
+  // Some channel was used both in a bundle and on its own: bundles were not exact.
+  net.setBundling(false);
+  *out = SimResult{};
+  Aggregated again(net, w, o, out);
+  return again.run();
 }
 
 }  // namespace sncl::sim

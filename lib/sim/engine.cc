@@ -250,8 +250,17 @@ Result simulateExact(Network& net, const Workload& w, const SimOptions& o, SimRe
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
-  Exact e(net, w, o, out);
-  return e.run();
+  net.setBundling(true);
+  {
+    Exact e(net, w, o, out);
+    SNCL_CHECK(e.run());
+  }
+  if (!net.bundlingConflict()) return snclSuccess;
+  // Some channel was used both in a bundle and on its own: bundles were not exact.
+  net.setBundling(false);
+  *out = SimResult{};
+  Exact again(net, w, o, out);
+  return again.run();
 }
 
 }  // namespace sncl::sim

@@ -16,6 +16,11 @@ void FairShare::solve(std::span<const Path* const> flows, std::vector<double>* r
   const size_t n = flows.size();
   rates->assign(n, kInf);
   bottleneck->assign(n, UINT32_MAX);
+  if (stamp_.size() < net_.channelCount()) {  // bundles were added
+    stamp_.resize(net_.channelCount(), 0);
+    local_.resize(net_.channelCount());
+    weight_.resize(net_.channelCount());
+  }
   if (++gen_ == 0) {
     std::fill(stamp_.begin(), stamp_.end(), 0);
     gen_ = 1;

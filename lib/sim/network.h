@@ -4,9 +4,19 @@
 // weighted ECMP split, lib/topo/route.h) plus the latency summed along it. Channels are
 // grouped into classes (link kind and the tiers it joins, e.g. "bus 0-1" for NPU to leaf)
 // for utilization reports.
+//
+// Bundles: a route through a Clos crosses, per plane, all 64 links from its leaf up to the
+// spines with the same fraction, and every other route that uses one of them uses all of
+// them alike. Such parallel channels (same tail or same head, same fraction, capacity and
+// class within a route) are one constraint for fair sharing, so a route lists them as one
+// bundle channel (capacity the sum, fraction the sum): 32 hops instead of 1,040 across an
+// 8-plane, 64-spine Clos. That is exact as long as no channel is used both inside a bundle
+// and outside it (or in two different bundles); the network tracks that, and an engine
+// that finds bundlingConflict() after a run runs again without bundles.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -43,6 +53,11 @@ class Network {
   // Drops cached routes when they hold more than maxHops channel entries.
   void trim(size_t maxHops);
 
+  // Channels past the graph's link directions are bundles (see above).
+  bool bundlingConflict() const { return conflict_; }
+  // Turns bundles off (or on) and forgets every route.
+  void setBundling(bool on);
+
   int classCount() const { return int(classNames_.size()); }
   int classOf(uint32_t ch) const { return channelClass_[ch]; }
   const std::string& className(int c) const { return classNames_[c]; }
@@ -50,7 +65,23 @@ class Network {
   double classCapacity(int c) const { return classCapacity_[c]; }
 
  private:
+  struct Hop {
+    uint32_t channel;
+    float fraction;
+    topo::VertexId from, to;
+  };
+  void bundle(std::vector<Hop>& hops, Path* out);
+  uint32_t bundleOf(std::vector<uint32_t>& members);
+
   const topo::Graph& g_;
+  size_t physical_ = 0;  // channels that are link directions
+  bool bundling_ = true, conflict_ = false;
+  // Per link direction: kFree, kSingle (used on its own) or kBundled + bundle index.
+  static constexpr uint32_t kFree = 0, kSingle = 1, kBundled = 2;
+  std::vector<uint32_t> owner_;
+  std::map<std::vector<uint32_t>, uint32_t> bundles_;  // sorted members -> channel
+  std::vector<uint32_t> firstMember_;                  // per bundle, for names
+  std::vector<uint32_t> bundleSize_;
   std::vector<double> capacity_;
   std::vector<uint16_t> channelClass_;
   std::vector<std::string> classNames_;
