@@ -467,7 +467,7 @@ Result simulateAggregated(Network& net, const Workload& w, const SimOptions& o, 
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
-  net.setBundling(true);
+  net.setBundling(o.bundle);
   {
     Aggregated a(net, w, o, out);
     SNCL_CHECK(a.run());

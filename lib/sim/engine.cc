@@ -250,7 +250,7 @@ Result simulateExact(Network& net, const Workload& w, const SimOptions& o, SimRe
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
-  net.setBundling(true);
+  net.setBundling(o.bundle);
   {
     Exact e(net, w, o, out);
     SNCL_CHECK(e.run());

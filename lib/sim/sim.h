@@ -43,6 +43,8 @@ struct SimOptions {
   double memGBs = 0;  // reduction and copy bandwidth per rank; 0: local work is free
   // The exact engine refuses workloads with more operations than this (use the aggregated one).
   size_t maxExactOps = size_t(20) << 20;
+  // Parallel channels of a route as one (lib/sim/network.h); the answer is the same.
+  bool bundle = true;
   // The aggregated engine keeps at most this many route channel entries cached.
   size_t maxCachedHops = size_t(32) << 20;
 };
