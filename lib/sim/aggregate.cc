@@ -37,6 +37,8 @@ struct ROp {
   algo::OpKind kind;
   int32_t peer;
   uint64_t bytes;
+  const Path* path = nullptr;  // sends: the route, valid while pathGen is the network's
+  uint64_t pathGen = 0;
 };
 
 struct Run {
@@ -119,7 +121,16 @@ bool sameCount(uint64_t a, uint64_t b) {
 class Aggregated {
  public:
   Aggregated(Network& net, const Workload& w, const SimOptions& o, SimResult* out)
-      : net_(net), w_(w), o_(o), fs_(net), out_(out), ranks_(w.nranks) {}
+      : net_(net),
+        w_(w),
+        o_(o),
+        fs_(net),
+        out_(out),
+        ranks_(w.nranks),
+        firstFlow_(w.nranks),
+        inFirst_(w.nranks),
+        inCount_(w.nranks),
+        pos_(w.nranks, -1) {}
 
   Result run() {
     algo::Schedule sched;
@@ -289,7 +300,6 @@ class Aggregated {
               [](const Edge& a, const Edge& b) { return a.level != b.level ? a.level < b.level : a.run < b.run; });
     std::vector<int32_t> current(w_.nranks, -1);
     std::vector<int> active;
-    std::vector<int32_t> pos(w_.nranks, -1);
     out_->classBytes.assign(net_.classCount(), 0.0);
     double worst = -1;
     for (size_t i = 0; i < edges.size();) {
@@ -297,16 +307,16 @@ class Aggregated {
       for (; i < edges.size() && edges[i].level == level; ++i) {
         const Edge& e = edges[i];
         if (e.run < 0) {
-          if (pos[e.rank] < 0) continue;
+          if (pos_[e.rank] < 0) continue;
           const int moved = active.back();
-          active[pos[e.rank]] = moved;
-          pos[moved] = pos[e.rank];
+          active[pos_[e.rank]] = moved;
+          pos_[moved] = pos_[e.rank];
           active.pop_back();
-          pos[e.rank] = -1;
+          pos_[e.rank] = -1;
           current[e.rank] = -1;
         } else {
           current[e.rank] = e.run;
-          if (pos[e.rank] < 0) pos[e.rank] = int32_t(active.size()), active.push_back(e.rank);
+          if (pos_[e.rank] < 0) pos_[e.rank] = int32_t(active.size()), active.push_back(e.rank);
         }
       }
       if (i == edges.size() || active.empty()) continue;
@@ -331,34 +341,45 @@ class Aggregated {
   // One step of the active runs: its duration, and what bounded it.
   Result step(const std::vector<int>& active, const std::vector<int32_t>& current, uint64_t length, double* stepUs,
               Critical* crit) {
+    // Flows in rank order; a rank's sends are its flows in op order, its receives are found
+    // in its inbox (flows by destination): the k-th receive from a peer in a step is the
+    // k-th message of that pair (posting order).
     flows_.clear();
     for (int r : active) {
       const Run& run = ranks_[r].runs[current[r]];
+      firstFlow_[r] = uint32_t(flows_.size());
       for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
-        const ROp& op = ranks_[r].ops[i];
+        ROp& op = ranks_[r].ops[i];
         if (op.kind != algo::OpKind::Send) continue;
-        const Path* p = nullptr;
-        SNCL_CHECK(net_.path(r, op.peer, &p));
-        flows_.push_back({r, op.peer, op.bytes, p});
-        for (auto [ch, f] : p->hops) out_->classBytes[net_.classOf(ch)] += double(op.bytes) * f * double(length);
+        if (op.pathGen != net_.generation() || !op.path) {
+          SNCL_CHECK(net_.path(r, op.peer, &op.path));
+          op.pathGen = net_.generation();
+        }
+        flows_.push_back({r, op.peer, op.bytes, op.path});
+        for (auto [ch, f] : op.path->hops) out_->classBytes[net_.classOf(ch)] += double(op.bytes) * f * double(length);
       }
     }
     out_->messages += flows_.size() * length;
     fluid();
-    // Receives find their flow: flows sorted by (src, dst), k-th receive from a peer in a
-    // step is the k-th flow of the pair (posting order).
-    order_.resize(flows_.size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = uint32_t(i);
-    std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
-      const StepFlow &x = flows_[a], &y = flows_[b];
-      return x.src != y.src ? x.src < y.src : x.dst != y.dst ? x.dst < y.dst : a < b;
-    });
+    for (int r : active) inCount_[r] = 0;
+    for (const StepFlow& f : flows_) ++inCount_[f.dst];
+    uint32_t at = 0;
+    for (int r : active) inFirst_[r] = at, at += inCount_[r], inCount_[r] = 0;
+    inbox_.resize(at);
+    for (uint32_t i = 0; i < flows_.size(); ++i) {
+      const int d = flows_[i].dst;
+      if (pos_[d] < 0) return fail(snclInternalError, "simulator: rank {} sends to idle rank {}", flows_[i].src, d);
+      inbox_[inFirst_[d] + inCount_[d]++] = i;
+    }
     const double memBytesPerUs = o_.memGBs * kBytesPerUsPerGBs;
     *stepUs = 0;
+    int slowRank = -1;
+    uint32_t slowFlow = UINT32_MAX;
+    bool slowSending = false;
     for (int r : active) {
       const Run& run = ranks_[r].runs[current[r]];
       double cpu = 0, end = 0;
-      uint32_t last = UINT32_MAX;
+      uint32_t last = UINT32_MAX, sends = 0;
       bool lastSending = false;
       recvs_.clear();
       for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
@@ -368,22 +389,25 @@ class Aggregated {
           continue;
         }
         const bool send = op.kind == algo::OpKind::Send;
-        const int src = send ? r : op.peer, dst = send ? op.peer : r;
-        // k-th op of this pair in the run = k-th flow of the pair.
-        int k = 0;
-        for (uint32_t j = run.opBegin; j < i; ++j)
-          k += ranks_[r].ops[j].peer == op.peer && (ranks_[r].ops[j].kind == algo::OpKind::Send) == send;
-        auto it = std::lower_bound(order_.begin(), order_.end(), std::make_pair(src, dst), [&](uint32_t a, auto key) {
-          return std::make_pair(flows_[a].src, flows_[a].dst) < key;
-        });
-        it += k;
-        if (it >= order_.end() || flows_[*it].src != src || flows_[*it].dst != dst)
-          return fail(snclInternalError, "simulator: rank {} waits for a message from rank {} at level {}", r, src,
-                      ranks_[r].runs[current[r]].level);
+        uint32_t flow = UINT32_MAX;
         if (send) {
-          if (flows_[*it].arrival > end) end = flows_[*it].arrival, last = *it, lastSending = true;
+          flow = firstFlow_[r] + sends++;
         } else {
-          recvs_.push_back({flows_[*it].arrival, *it, op.kind == algo::OpKind::RecvReduce});
+          int k = 0;  // earlier receives from this peer in the step
+          for (uint32_t j = run.opBegin; j < i; ++j) k += ranks_[r].ops[j].peer == op.peer && ranks_[r].ops[j].kind != algo::OpKind::Send;
+          for (uint32_t m = inFirst_[r]; m < inFirst_[r] + inCount_[r]; ++m)
+            if (flows_[inbox_[m]].src == op.peer && k-- == 0) {
+              flow = inbox_[m];
+              break;
+            }
+          if (flow == UINT32_MAX)
+            return fail(snclInternalError, "simulator: rank {} waits for a message from rank {} at level {}", r, op.peer,
+                        run.level);
+        }
+        if (send) {
+          if (flows_[flow].arrival > end) end = flows_[flow].arrival, last = flow, lastSending = true;
+        } else {
+          recvs_.push_back({flows_[flow].arrival, flow, op.kind == algo::OpKind::RecvReduce});
         }
       }
       std::sort(recvs_.begin(), recvs_.end(), [](const Recv& a, const Recv& b) { return a.arrival < b.arrival; });
@@ -393,19 +417,17 @@ class Aggregated {
         if (t >= end) end = t, last = rv.flow, lastSending = false;
       }
       if (cpu > end) end = cpu, last = UINT32_MAX;
-      if (end > *stepUs) {
-        *stepUs = end;
-        *crit = Critical{};
-        crit->rank = r;
-        if (last != UINT32_MAX) {
-          const StepFlow& f = flows_[last];
-          crit->peer = lastSending ? f.dst : f.src;
-          crit->sending = lastSending;
-          crit->latencyUs = f.path->latencyUs;
-          crit->rateGBs = f.rate / kBytesPerUsPerGBs;
-          if (f.bottleneck != UINT32_MAX) crit->bottleneck = net_.channelName(f.bottleneck);
-        }
-      }
+      if (end > *stepUs) *stepUs = end, slowRank = r, slowFlow = last, slowSending = lastSending;
+    }
+    *crit = Critical{};
+    crit->rank = slowRank;
+    if (slowFlow != UINT32_MAX) {
+      const StepFlow& f = flows_[slowFlow];
+      crit->peer = slowSending ? f.dst : f.src;
+      crit->sending = slowSending;
+      crit->latencyUs = f.path->latencyUs;
+      crit->rateGBs = f.rate / kBytesPerUsPerGBs;
+      if (f.bottleneck != UINT32_MAX) crit->bottleneck = net_.channelName(f.bottleneck);
     }
     return snclSuccess;
   }
@@ -454,7 +476,9 @@ class Aggregated {
   SimResult* out_;
   std::vector<RankRuns> ranks_;
   std::vector<StepFlow> flows_;
-  std::vector<uint32_t> order_;
+  // Per rank (indexed by rank, valid for active ranks): first own flow, inbox range.
+  std::vector<uint32_t> firstFlow_, inFirst_, inCount_, inbox_;
+  std::vector<int32_t> pos_;  // position among active ranks, -1 when idle
   std::vector<Recv> recvs_;
   std::vector<const Path*> paths_;
   std::vector<double> rates_;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 
 #include "lib/topo/route.h"
 
@@ -37,6 +36,7 @@ void Network::setBundling(bool on) {
   conflict_ = false;
   paths_.clear();
   cachedHops_ = 0;
+  ++generation_;
   owner_.assign(physical_, kFree);
   bundles_.clear();
   firstMember_.clear();
@@ -64,30 +64,44 @@ uint32_t Network::bundleOf(std::vector<uint32_t>& members) {
   return id;
 }
 
-// Groups parallel hops by tail, then the rest by head; groups of one stay single.
+// Groups parallel hops by tail, then the rest by head; groups of one stay single. A
+// route lists its hops in topological order with one tail's hops together (route.cc), so
+// tails group in one pass; heads through a small table.
 void Network::bundle(std::vector<Hop>& hops, Path* out) {
+  auto same = [&](const Hop& a, const Hop& b) {
+    return a.fraction == b.fraction && capacity_[a.channel] == capacity_[b.channel] &&
+           channelClass_[a.channel] == channelClass_[b.channel];
+  };
   std::vector<uint32_t> members;
   std::vector<uint8_t> done(hops.size(), 0);
-  for (int byHead = 0; byHead < 2; ++byHead) {
-    auto end = [&](const Hop& h) { return byHead ? h.to : h.from; };
-    std::vector<uint32_t> order;
-    for (uint32_t i = 0; i < hops.size(); ++i)
-      if (!done[i]) order.push_back(i);
-    auto key = [&](uint32_t i) {
-      const Hop& h = hops[i];
-      return std::make_tuple(end(h), h.fraction, capacity_[h.channel], channelClass_[h.channel]);
-    };
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
-    for (size_t a = 0; a < order.size();) {
-      size_t b = a + 1;
-      while (b < order.size() && key(order[b]) == key(order[a])) ++b;
-      if (b - a > 1) {
-        members.clear();
-        for (size_t k = a; k < b; ++k) members.push_back(hops[order[k]].channel), done[order[k]] = 1;
-        const uint32_t id = bundleOf(members);
-        out->hops.emplace_back(id, float(double(hops[order[a]].fraction) * double(b - a)));
-      }
-      a = b;
+  auto emit = [&](const std::vector<uint32_t>& idx) {
+    members.clear();
+    for (uint32_t k : idx) members.push_back(hops[k].channel), done[k] = 1;
+    const float f = float(double(hops[idx[0]].fraction) * double(idx.size()));
+    out->hops.emplace_back(bundleOf(members), f);
+  };
+  std::vector<uint32_t> group;
+  for (size_t a = 0; a < hops.size();) {
+    size_t b = a + 1;
+    while (b < hops.size() && hops[b].from == hops[a].from && same(hops[b], hops[a])) ++b;
+    if (b - a > 1) {
+      group.clear();
+      for (size_t k = a; k < b; ++k) group.push_back(uint32_t(k));
+      emit(group);
+    }
+    a = b;
+  }
+  std::unordered_map<topo::VertexId, std::vector<uint32_t>> byHead;
+  for (uint32_t k = 0; k < hops.size(); ++k)
+    if (!done[k]) byHead[hops[k].to].push_back(k);
+  for (auto& [head, idx] : byHead) {
+    // Within one head, hops of equal fraction, capacity and class form a bundle.
+    while (idx.size() > 1) {
+      group.clear();
+      std::vector<uint32_t> rest;
+      for (uint32_t k : idx) (same(hops[k], hops[idx[0]]) ? group : rest).push_back(k);
+      if (group.size() > 1) emit(group);
+      idx.swap(rest);
     }
   }
   for (size_t i = 0; i < hops.size(); ++i) {
@@ -139,6 +153,7 @@ void Network::trim(size_t maxHops) {
   if (cachedHops_ <= maxHops) return;
   paths_.clear();
   cachedHops_ = 0;
+  ++generation_;
 }
 
 }  // namespace sncl::sim

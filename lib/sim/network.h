@@ -52,6 +52,8 @@ class Network {
   Result path(int src, int dst, const Path** out);
   // Drops cached routes when they hold more than maxHops channel entries.
   void trim(size_t maxHops);
+  // Changes whenever cached routes are dropped (paths from before are gone).
+  uint64_t generation() const { return generation_; }
 
   // Channels past the graph's link directions are bundles (see above).
   bool bundlingConflict() const { return conflict_; }
@@ -88,6 +90,7 @@ class Network {
   std::vector<double> classCapacity_;
   std::unordered_map<uint64_t, std::unique_ptr<Path>> paths_;
   size_t cachedHops_ = 0;
+  uint64_t generation_ = 1;
 };
 
 }  // namespace sncl::sim
