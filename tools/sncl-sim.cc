@@ -3,7 +3,7 @@
 //
 //   sncl-sim --topo FILE [--ranks N] [--coll allreduce] [--size 1G] [--dtype float32]
 //            [--algo auto|ring|direct|chain|tree|hd] [--faults SPEC] [--engine auto|exact|aggregated]
-//            [--mem-gbs F] [--chunk BYTES] [--reps N] [--json]
+//            [--mem-gbs F] [--chunk BYTES] [--eager-bytes B] [--reps N] [--json]
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -35,6 +35,8 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --engine E         auto (default: exact up to 256 ranks, else aggregated), exact, aggregated
   --mem-gbs F        reduction and copy bandwidth per rank, GB/s (default 400; 0: free)
   --chunk BYTES      pipeline chunk (SNCL_CHUNK_SIZE; default 1M)
+  --eager-bytes B    messages the transport buffers (default 4M); longer ones wait for
+                     the receive to be posted
   --reps N           run the simulation N times (wall time is the mean)
   --json             one JSON object on stdout instead of the table
 )";
@@ -83,13 +85,22 @@ double peakRssMiB() {
   return double(ru.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
+// User + system CPU seconds of this process: on a shared machine the figure that does not
+// depend on other load.
+double cpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return s(ru.ru_utime) + s(ru.ru_stime);
+}
+
 std::string rankName(const topo::Graph& g, int r) { return fmt::format("{} ({})", r, g.vertexName(g.rankVertex(r))); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string topoFile, faults, engine = "auto", algo = "auto", coll = "allreduce", dtype = "float32";
-  size_t bytes = size_t(1) << 30, chunk = size_t(1) << 20;
+  size_t bytes = size_t(1) << 30, chunk = size_t(1) << 20, eager = size_t(4) << 20;
   long ranks = -1, reps = 1;
   double memGBs = 400;
   bool json = false;
@@ -112,6 +123,8 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = v;
     else if (a == "--size") {
       if (!parseSize(v, &bytes)) return usage("bad --size " + v);
+    } else if (a == "--eager-bytes") {
+      if (!parseSize(v, &eager)) return usage("bad --eager-bytes " + v);
     } else if (a == "--chunk") {
       if (!parseSize(v, &chunk) || chunk == 0) return usage("bad --chunk " + v);
     } else if (a == "--ranks" || a == "--reps") {
@@ -152,6 +165,7 @@ int main(int argc, char** argv) {
   if (sim::makeWorkload(spec, n, &planned) != snclSuccess) return error(lastError());
   sim::SimOptions opts;
   opts.memGBs = memGBs;
+  opts.eagerBytes = eager;
   const bool exact = engine == "exact" || (engine == "auto" && n <= 256);
   sim::SimResult res;
   for (long rep = 0; rep < reps; ++rep) {
@@ -192,6 +206,7 @@ int main(int argc, char** argv) {
                       {"utilization", res.classBytes[k] / (net.classCapacity(k) * res.timeUs)}});
     j["links"] = util;
     j["wall_s"] = wallS / double(reps);
+    j["cpu_s"] = cpuSeconds() / double(reps);
     j["peak_rss_mib"] = peakRssMiB();
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -213,6 +228,7 @@ int main(int argc, char** argv) {
   for (int k = 0; k < net.classCount(); ++k)
     fmt::print("{:<14} {:>16.4g} {:>16.6g} {:>11.2f}%\n", net.className(k), res.classBytes[k],
                net.classCapacity(k) / sim::kBytesPerUsPerGBs, 100.0 * res.classBytes[k] / (net.classCapacity(k) * res.timeUs));
-  fmt::print("wall       {:.3f} s per run, peak RSS {:.0f} MiB\n", wallS / double(reps), peakRssMiB());
+  fmt::print("wall       {:.3f} s per run (cpu {:.3f} s), peak RSS {:.0f} MiB\n", wallS / double(reps),
+             cpuSeconds() / double(reps), peakRssMiB());
   return 0;
 }

@@ -14,11 +14,11 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Posted {
+struct Posted {  // a receive
   int rank;
   uint32_t tag;
   size_t bytes;
-  bool reduce;  // a RecvReduce (receives only)
+  bool reduce;  // a RecvReduce
 };
 
 struct Flow {
@@ -26,15 +26,16 @@ struct Flow {
   const Path* path;
   double bytes, remaining, rate = 0;
   uint32_t bottleneck = UINT32_MAX;
-  bool reduce;
+  uint32_t tag;
+  bool started = false, arrived = false, recvPosted = false, reduce = false;
 };
 
-enum class EvKind : uint8_t { Arrival, ReduceDone, LocalDone };
+enum class EvKind : uint8_t { Arrival, RecvReady, ReduceDone, LocalDone };
 struct Event {
   double t;
   uint64_t seq;  // ties in posting order, so runs are reproducible
   EvKind kind;
-  uint32_t id;  // flow (Arrival, ReduceDone) or rank (LocalDone)
+  uint32_t id;  // flow, or rank (LocalDone)
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
@@ -126,16 +127,23 @@ class Exact {
 
   Result handle(const Event& e) {
     if (e.kind == EvKind::LocalDone) return opDone(int(e.id), UINT32_MAX, false);
-    const Flow f = flows_[e.id];  // a copy: opDone may start flows and grow flows_
-    if (e.kind == EvKind::ReduceDone) return opDone(f.dst, e.id, false);
-    SNCL_CHECK(opDone(f.src, e.id, true));
+    if (e.kind == EvKind::ReduceDone) return opDone(flows_[e.id].dst, e.id, false);
+    if (e.kind == EvKind::RecvReady) return recvDone(e.id);
+    flows_[e.id].arrived = true;
+    SNCL_CHECK(opDone(flows_[e.id].src, e.id, true));
+    return flows_[e.id].recvPosted ? recvDone(e.id) : snclSuccess;
+  }
+
+  // The message is in and its receive posted: a RecvReduce still has to reduce it.
+  Result recvDone(uint32_t id) {
+    const Flow& f = flows_[id];
     if (f.reduce && o_.memGBs > 0) {
       RankState& d = rs_[f.dst];
       d.cpuFree = std::max(d.cpuFree, now_) + f.bytes / (o_.memGBs * kBytesPerUsPerGBs);
-      push(d.cpuFree, EvKind::ReduceDone, e.id);
+      push(d.cpuFree, EvKind::ReduceDone, id);
       return snclSuccess;
     }
-    return opDone(f.dst, e.id, false);
+    return opDone(f.dst, id, false);
   }
 
   Result opDone(int r, uint32_t flow, bool sending) {
@@ -200,29 +208,60 @@ class Exact {
 
   static uint64_t pairKey(int src, int dst) { return uint64_t(uint32_t(src)) << 32 | uint32_t(dst); }
 
+  // A send of up to eagerBytes is eager (the transport buffers it): its flow starts when it
+  // is posted. A longer one streams through the transport's buffer, so its flow starts
+  // once the matching receive is posted too. A send completes when its message arrived; a
+  // receive when its message arrived and it is posted (matched in posting order per pair).
   Result post(int r, const algo::Op& op) {
-    const bool send = op.kind == algo::OpKind::Send;
-    const int src = send ? r : op.peer, dst = send ? op.peer : r;
-    Posted me{r, op.tag, opBytes(op, w_.elemSize), op.kind == algo::OpKind::RecvReduce};
-    auto& other = (send ? recvs_ : sends_)[pairKey(src, dst)];
-    if (other.empty()) {
-      (send ? sends_ : recvs_)[pairKey(src, dst)].push_back(me);
+    const size_t bytes = opBytes(op, w_.elemSize);
+    const bool reduce = op.kind == algo::OpKind::RecvReduce;
+    if (op.kind == algo::OpKind::Send) {
+      const Path* path = nullptr;
+      SNCL_CHECK(net_.path(r, op.peer, &path));
+      const uint32_t id = uint32_t(flows_.size());
+      flows_.push_back({r, op.peer, path, double(bytes), double(bytes), 0, UINT32_MAX, op.tag});
+      auto& waiting = recvs_[pairKey(r, op.peer)];
+      if (waiting.empty()) {
+        sends_[pairKey(r, op.peer)].push_back(id);
+        if (bytes <= o_.eagerBytes) start(id);
+        return snclSuccess;
+      }
+      const Posted rv = waiting.front();
+      waiting.pop_front();
+      SNCL_CHECK(match(id, rv));
+      start(id);
       return snclSuccess;
     }
-    const Posted peer = other.front();
-    other.pop_front();
-    const Posted& s = send ? me : peer;
-    const Posted& d = send ? peer : me;
-    if (s.tag != d.tag || s.bytes != d.bytes)
-      return fail(snclInternalError, "simulator: message {} -> {} mismatched (tag {} vs {}, {} vs {} bytes)", src, dst,
-                  s.tag, d.tag, s.bytes, d.bytes);
-    const Path* path = nullptr;
-    SNCL_CHECK(net_.path(src, dst, &path));
-    flows_.push_back({src, dst, path, double(s.bytes), double(s.bytes), 0, UINT32_MAX, d.reduce});
-    active_.push_back(uint32_t(flows_.size() - 1));
-    for (auto [ch, f] : path->hops) out_->classBytes[net_.classOf(ch)] += double(s.bytes) * f;
+    auto& unmatched = sends_[pairKey(op.peer, r)];
+    if (unmatched.empty()) {
+      recvs_[pairKey(op.peer, r)].push_back({r, op.tag, bytes, reduce});
+      return snclSuccess;
+    }
+    const uint32_t id = unmatched.front();
+    unmatched.pop_front();
+    SNCL_CHECK(match(id, {r, op.tag, bytes, reduce}));
+    if (!flows_[id].started) start(id);
+    // Already in: complete it from the event loop, not while this step is being posted.
+    if (flows_[id].arrived) push(now_, EvKind::RecvReady, id);
+    return snclSuccess;
+  }
+
+  void start(uint32_t id) {
+    Flow& f = flows_[id];
+    f.started = true;
+    active_.push_back(id);
+    for (auto [ch, fr] : f.path->hops) out_->classBytes[net_.classOf(ch)] += f.bytes * fr;
     ++out_->messages;
     dirty_ = true;
+  }
+
+  Result match(uint32_t id, const Posted& rv) {
+    Flow& f = flows_[id];
+    if (f.tag != rv.tag || size_t(f.bytes) != rv.bytes)
+      return fail(snclInternalError, "simulator: message {} -> {} mismatched (tag {} vs {}, {} vs {} bytes)", f.src, f.dst,
+                  f.tag, rv.tag, size_t(f.bytes), rv.bytes);
+    f.recvPosted = true;
+    f.reduce = rv.reduce;
     return snclSuccess;
   }
 
@@ -235,7 +274,8 @@ class Exact {
   SimResult* out_;
   std::vector<algo::Schedule> sched_;
   std::vector<RankState> rs_;
-  std::unordered_map<uint64_t, std::deque<Posted>> sends_, recvs_;
+  std::unordered_map<uint64_t, std::deque<uint32_t>> sends_;  // flows not yet received
+  std::unordered_map<uint64_t, std::deque<Posted>> recvs_;    // receives not yet sent
   std::vector<Flow> flows_;
   std::vector<uint32_t> active_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

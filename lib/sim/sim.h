@@ -3,16 +3,20 @@
 // without data. Two engines share one model (docs/simulator.md):
 //
 // - a message is a flow from the sender's endpoint to the receiver's along its route; it
-//   starts once both ends have posted it (the send and the matching receive, matched in
-//   posting order per pair, as the transports do), moves at its max-min fair rate
-//   (flows.h), and arrives the route's latency after its last byte left;
+//   starts when the send is posted if the transport can buffer it (up to eagerBytes),
+//   else once the matching receive is posted too; it moves at its max-min fair rate
+//   (flows.h) and arrives the route's latency after its last byte left;
 // - a rank starts step k+1 when all of step k's operations completed (the executor's
-//   rule): a send or receive when its message arrived, a RecvReduce after the rank also
-//   reduced it, local Copy/Reduce operations when the rank did them at step start.
+//   rule): a send when its message arrived, a receive when its message arrived and it was
+//   posted (matched in posting order per pair, as the transports do), a RecvReduce after
+//   the rank also reduced it, local Copy/Reduce operations when the rank did them at step
+//   start.
 //   Reductions and copies cost bytes / memGBs and run one at a time per rank;
 //
 // simulateExact follows every message (event by event); simulateAggregated runs steps in
-// lockstep and simulates runs of identical steps once (for 10,000+ ranks).
+// lockstep and simulates runs of identical steps once (for 10,000+ ranks). Lockstep is what
+// rendezvous messages do to coupled schedules; eager messages let ranks run ahead of their
+// neighbours, which lockstep does not credit (an upper bound; docs/simulator.md).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,9 @@ struct Workload {
 
 struct SimOptions {
   double memGBs = 0;  // reduction and copy bandwidth per rank; 0: local work is free
+  // Messages up to this many bytes are buffered by the transport (eager); longer ones need
+  // the receive posted. Direct algorithms need their messages buffered (kDirectMaxBytes).
+  size_t eagerBytes = size_t(4) << 20;
   // The exact engine refuses workloads with more operations than this (use the aggregated one).
   size_t maxExactOps = size_t(20) << 20;
   // Parallel channels of a route as one (lib/sim/network.h); the answer is the same.
