@@ -182,7 +182,10 @@ class Root {
   void serveHello(Socket sock) {
     RootHello hello;
     // The peer polled readable; its hello is one small write, so a short wait suffices.
-    if (sock.recvAll(&hello, sizeof(hello), Deadline::afterMs(200)) != snclSuccess) return;
+    if (sock.recvAll(&hello, sizeof(hello), Deadline::afterMs(200)) != snclSuccess) {
+      log::warn("bootstrap root {}: dropped {}: no complete hello ({})", listener_.name(), sock.name(), lastError());
+      return;
+    }
     if (hello.magic != kHelloMagic || !sameSecret(hello.secret, secret_)) {
       log::warn("bootstrap root {}: refused {}: wrong magic or secret", listener_.name(), sock.name());
       return;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <new>
 
+#include "lib/default_topo.h"
 #include "lib/env.h"
 #include "lib/log.h"
 #include "lib/reduce.h"
@@ -42,10 +43,11 @@ PeerInfo localPeerInfo(int rank) {
   return p;
 }
 
-// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: shm
-// between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID splits),
-// ofi between hosts.
-Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* name) {
+// Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: bus
+// between ranks that a topology file places in one supernode (the emulated scale-up bus),
+// shm between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID
+// splits), ofi between hosts.
+Result chooseTransport(const CommTopology& topology, const PeerInfo& self, const PeerInfo& peer, std::string* name) {
   auto names = transportNames();
   if (auto forced = env::str("SNCL_TRANSPORT")) {
     if (std::find(names.begin(), names.end(), *forced) == names.end())
@@ -54,10 +56,12 @@ Result chooseTransport(const PeerInfo& self, const PeerInfo& peer, std::string* 
     *name = *forced;
     return snclSuccess;
   }
-  if (peer.hostId == self.hostId) {
+  const bool busBuilt = std::find(names.begin(), names.end(), "bus") != names.end();
+  if (busBuilt && topology.fromFile() && topology.sameSupernode(self.rank, peer.rank)) {
+    *name = "bus";
+  } else if (peer.hostId == self.hostId) {
     *name = "shm";
   } else {
-    // Here, before ofi: "bus" for pairs inside one emulated supernode (from the topology).
     *name = "ofi";
   }
   if (std::find(names.begin(), names.end(), *name) == names.end())
@@ -73,7 +77,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     std::string name;
-    SNCL_CHECK(chooseTransport(comm->peers[comm->rank], comm->peers[p], &name));
+    SNCL_CHECK(chooseTransport(*comm->topology, comm->peers[comm->rank], comm->peers[p], &name));
     size_t t = std::find(names.begin(), names.end(), name) - names.begin();
     peersOf[t].push_back(p);
     mask |= 1ull << t;
@@ -93,6 +97,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   ctx.peers = &comm->peers;
   ctx.bootstrap = comm->bootstrap.get();
   ctx.timeoutMs = comm->timeoutMs;
+  ctx.topology = comm->topology.get();
   std::vector<Transport*> transportOfPeer(comm->nranks, nullptr);
   std::string summary;
   for (size_t t = 0; t < names.size(); ++t) {
@@ -107,6 +112,33 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   comm->executor = std::make_unique<Executor>(comm->rank, std::move(transportOfPeer), comm->timeoutMs);
   log::info(log::Subsys::Init, "comm {} rank {}/{} ready; transports:{}", comm->name, comm->rank, comm->nranks,
             summary.empty() ? " none" : summary);
+  return snclSuccess;
+}
+
+// The planner's cost model: the calibrated figures (SNCL_TUNING_FILE) on the comm's
+// topology file, or without one on the hosts the transports follow (shm inside, ofi
+// between). Every rank reads the same files and sees the same peers, so all choose alike.
+Result setupPlanner(snclComm* comm) {
+  Tuning tuning = defaultTuning();
+  if (auto file = env::str("SNCL_TUNING_FILE")) SNCL_CHECK(loadTuning(*file, &tuning));
+  std::shared_ptr<const topo::Graph> graph;
+  std::vector<topo::VertexId> rankVertex;
+  // The comm's graph when it describes the links in use: a topology file, or the emulated
+  // bus everywhere (its default supernode); otherwise hosts from the peers' host ids.
+  const bool busEverywhere = env::str("SNCL_TRANSPORT").value_or("") == "bus";
+  if (comm->topology->fromFile() || busEverywhere) {
+    graph = std::shared_ptr<const topo::Graph>(comm->topology, &comm->topology->graph());
+    for (int r = 0; r < comm->nranks; ++r) rankVertex.push_back(comm->topology->rankVertex(r));
+  } else {
+    std::shared_ptr<topo::Graph> hosts;
+    SNCL_CHECK(defaultTopology(comm->peers, tuning, &hosts, &rankVertex));
+    graph = std::move(hosts);
+  }
+  auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning));
+  PlannerOptions options;
+  options.algoSpec = env::str("SNCL_ALGO").value_or("");
+  options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);
+  comm->planner = std::make_unique<Planner>(comm->rank, std::move(model), options);
   return snclSuccess;
 }
 
@@ -135,11 +167,14 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer;
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
 
+  std::shared_ptr<CommTopology> topology;
+  SNCL_CHECK(CommTopology::build(nranks, &topology));
+  comm->topology = std::move(topology);
+  if (rank == 0) log::info(log::Subsys::Topo, "comm {} topology {}", comm->name, comm->topology->describe());
+
   SNCL_CHECK(setupTransports(comm, deadline));
 
-  LinkCost link;  // defaults until the topology and calibration provide real figures
-  comm->planner = std::make_unique<Planner>(rank, nranks, link, env::str("SNCL_ALGO").value_or(""),
-                                            env::bytes("SNCL_CHUNK_SIZE", 1u << 20));
+  SNCL_CHECK(setupPlanner(comm));
   return snclSuccess;
 }
 
@@ -164,6 +199,14 @@ size_t resultCount(const CollOp& op, int rank) {
 // receives are not collective, so the ranks' counts of them differ.
 constexpr uint64_t kPointToPointSeq = 0xffffffff;
 
+// Runs a schedule as one call of the comm, bracketed for transports that model time.
+Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
+  for (auto& t : comm->transports) t->callBegin();
+  const Result r = comm->executor->run(schedule, args);
+  for (auto& t : comm->transports) t->callEnd();
+  return r;
+}
+
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op) {
@@ -183,11 +226,11 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
                         op.coll == CollType::AlltoAll && op.input == op.output};
   auto& key = comm->scheduleKey;
-  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.count != shape.count ||
+  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.variant != plan.variant() || key.count != shape.count ||
       key.elemSize != elemSize || key.chunkBytes != plan.chunkBytes || key.root != shape.root ||
       key.inPlace != shape.inPlace) {
     comm->planner->build(plan, shape, &comm->schedule);
-    key = {op.coll, plan.algorithm, shape.count, elemSize, plan.chunkBytes, shape.root, shape.inPlace};
+    key = {op.coll, plan.algorithm, plan.variant(), shape.count, elemSize, plan.chunkBytes, shape.root, shape.inPlace};
   }
   // Scratch: the schedule's, then (pre-multiplied sum) this rank's scaled input, which
   // the schedule reads instead of the caller's: one extra pass over the input, since a
@@ -203,7 +246,7 @@ Result runCollective(snclComm* comm, const CollOp& op) {
     scaleKernel(op.dtype)(scaled, op.input, scaledCount, factor, 0);
     args.input = scaled;
   }
-  if (Result r = comm->executor->run(comm->schedule, args); r != snclSuccess) {
+  if (Result r = runTimed(comm, comm->schedule, args); r != snclSuccess) {
     commSetAsyncError(comm, r);
     return r;
   }
@@ -243,7 +286,7 @@ Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
   args.userBuffers = comm->p2pBuffers.data();
   args.elemSize = 1;
   args.seq = kPointToPointSeq;
-  const Result r = comm->executor->run(comm->p2pSchedule, args);
+  const Result r = runTimed(comm, comm->p2pSchedule, args);
   if (r != snclSuccess) commSetAsyncError(comm, r);
   // A peer that never posts its side leaves this rank waiting: most likely a missing call.
   if (r == snclTimeout)

@@ -13,6 +13,7 @@
 #include "algorithms/p2p.h"
 #include "algorithms/schedule.h"
 #include "lib/bootstrap.h"
+#include "lib/comm_topo.h"
 #include "lib/error.h"
 #include "lib/executor.h"
 #include "lib/group.h"
@@ -32,6 +33,8 @@ struct snclComm {
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;
+  // Built at init, before the transports; shared read-only (link health aside).
+  std::shared_ptr<const sncl::CommTopology> topology;
   std::vector<std::unique_ptr<sncl::Transport>> transports;
   std::unique_ptr<sncl::Planner> planner;
   std::unique_ptr<sncl::Executor> executor;
@@ -43,6 +46,7 @@ struct snclComm {
   struct {
     sncl::CollType coll = sncl::CollType::kCount;
     sncl::Algorithm algorithm = sncl::Algorithm::kCount;
+    uint32_t variant = 0;  // Plan::variant()
     size_t count = SIZE_MAX;
     size_t elemSize = 0;
     size_t chunkBytes = 0;

@@ -1,15 +1,20 @@
-// The planner picks, for each collective call, the algorithm and its pipeline chunk by
-// an α-β cost estimate, and builds this rank's schedule. Plans are cached per
-// (collective, size bucket); SNCL_ALGO forces or excludes algorithms (NCCL's syntax).
+// The planner picks, for each collective call, the algorithm and its pipeline chunk by the
+// cost model (lib/cost_model.h: α-β per link from the comm's topology, shared links
+// dividing bandwidth), and builds this rank's schedule. Plans are cached per (collective,
+// size bucket) for the topology epoch they were made in; the rank count is the planner's.
+// SNCL_ALGO forces or excludes algorithms (NCCL's syntax).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "algorithms/hierarchical.h"
 #include "algorithms/schedule.h"
+#include "lib/cost_model.h"
 
 namespace sncl {
 
@@ -18,7 +23,9 @@ namespace sncl {
 enum class CollType : uint8_t {
   AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv, kCount
 };
-enum class Algorithm : uint8_t { Ring, Direct, Chain, kCount };
+// Direct is the one-shot "mesh" algorithm; Hierarchical composes the others over the
+// topology's levels.
+enum class Algorithm : uint8_t { Ring, Direct, Chain, Tree, HalvingDoubling, Hierarchical, kCount };
 
 const char* collName(CollType c);
 const char* algorithmName(Algorithm a);
@@ -30,14 +37,6 @@ constexpr bool reduces(CollType c) {
 constexpr bool hasRoot(CollType c) {
   return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather || c == CollType::Scatter;
 }
-
-// Cost of moving data on the links this comm uses: startup α (µs) and bandwidth β (GB/s).
-// Reductions and copies cost memory bandwidth memGBs on the rank that does them.
-struct LinkCost {
-  double alphaUs = 1.0;
-  double betaGBs = 8.0;
-  double memGBs = 10.0;
-};
 
 // Direct algorithms put all of a call's messages in flight at once (and direct All-Reduce
 // keeps a whole input in scratch); above this they are not candidates.
@@ -53,43 +52,77 @@ struct CollShape {
   bool inPlace = false;
 };
 
+// A way to split the ranks into levels for the hierarchical composition, finest first.
+struct Hierarchy {
+  std::string name;                       // level names joined by '+', e.g. "node+supernode"
+  std::vector<std::vector<int>> groupOf;  // [level][rank]
+};
+
 struct Plan {
   CollType coll = CollType::AllReduce;
   Algorithm algorithm = Algorithm::Ring;
   size_t chunkBytes = 0;     // pipeline chunk per rank per step
   double estimateUs = 0.0;
+  // Hierarchical only: which of the planner's hierarchies, and the algorithms inside the
+  // groups and across them.
+  int hierarchy = -1;
+  algo::GroupAlgo inner = algo::GroupAlgo::Ring;
+  algo::FlatAllReduce outer = algo::FlatAllReduce::Ring;
+
+  // The variant beside the algorithm, for cache keys: 0 unless hierarchical.
+  uint32_t variant() const {
+    return hierarchy < 0 ? 0 : 1 + uint32_t(hierarchy) * 16 + uint32_t(inner) * 4 + uint32_t(outer);
+  }
+};
+
+struct PlannerOptions {
+  std::string algoSpec;          // SNCL_ALGO
+  size_t chunkBytes = 1u << 20;  // SNCL_CHUNK_SIZE
 };
 
 class Planner {
  public:
-  Planner(int rank, int nranks, LinkCost link, const std::string& algoSpec, size_t chunkBytes);
+  // model's ranks are the comm's; rank is this one.
+  Planner(int rank, std::shared_ptr<const CostModel> model, const PlannerOptions& options);
 
-  // The plan for a collective of `bytes` (CollShape's count in bytes); logged at INFO the
-  // first time per bucket.
+  // The plan for a collective of `bytes` (CollShape's count in bytes); logged with every
+  // candidate's estimate at INFO (PLAN) the first time per bucket and epoch.
   const Plan& choose(CollType coll, size_t bytes);
+  // Every allowed candidate for coll at bytes with its estimate, cheapest first.
+  std::vector<Plan> candidates(CollType coll, size_t bytes) const;
   // This rank's schedule for plan.
   void build(const Plan& plan, const CollShape& shape, algo::Schedule* out) const;
+  // From now on coll runs plan whatever the size (tests, tools).
+  void force(const Plan& plan);
 
   bool allowed(CollType coll, Algorithm a) const;
   // Whether algorithm a has a schedule for coll.
   static bool supports(CollType coll, Algorithm a);
+  // "ring", "hier[node](ring/tree)", ...
+  std::string describe(const Plan& plan) const;
+  const std::vector<Hierarchy>& hierarchies() const { return hierarchies_; }
+  const CostModel& model() const { return *model_; }
 
  private:
-  double estimateUs(CollType coll, Algorithm a, size_t bytes) const;
+  double estimateUs(CollType coll, const Plan& plan, size_t bytes) const;
+  void findHierarchies();
 
   int rank_;
   int nranks_;
-  LinkCost link_;
+  std::shared_ptr<const CostModel> model_;
   size_t chunkBytes_;
+  std::vector<Hierarchy> hierarchies_;
   // allowed_[coll][algo], from SNCL_ALGO.
   std::array<std::array<bool, static_cast<size_t>(Algorithm::kCount)>, static_cast<size_t>(CollType::kCount)> allowed_{};
   std::array<bool, static_cast<size_t>(CollType::kCount)> named_{};  // by a "coll:" clause
   static constexpr int kBuckets = 64;  // log2 of the size
   struct CacheEntry {
     bool valid = false;
+    uint64_t epoch = 0;
     Plan plan;
   };
   std::array<std::array<CacheEntry, kBuckets>, static_cast<size_t>(CollType::kCount)> cache_{};
+  std::array<CacheEntry, static_cast<size_t>(CollType::kCount)> forced_{};
 };
 
 }  // namespace sncl

@@ -15,6 +15,7 @@
 namespace sncl {
 
 class Bootstrap;
+class CommTopology;
 
 // What every rank publishes about itself at init (gathered over the bootstrap).
 struct PeerInfo {
@@ -33,6 +34,7 @@ struct TransportContext {
   const std::vector<PeerInfo>* peers = nullptr;  // indexed by rank
   Bootstrap* bootstrap = nullptr;   // for address exchange during setup
   int64_t timeoutMs = 60000;        // deadline for setup and for a stalled peer
+  const CommTopology* topology = nullptr;  // the comm's graph and rank placement (lib/comm_topo.h)
 };
 
 // Receives deliver data through a sink so that the executor can reduce straight out of a
@@ -72,6 +74,12 @@ class Transport {
 
   // Fails every outstanding request and wakes waiters; later calls fail. Never blocks.
   virtual void abort() = 0;
+
+  // Bracket one call of the comm (a collective, or a group's sends and receives), on the
+  // thread that runs it. A transport that models time (bus) measures calls by them and
+  // counts them for fault triggers; the others ignore them.
+  virtual void callBegin() {}
+  virtual void callEnd() {}
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();

@@ -22,9 +22,11 @@ size_t check(const Call& c) {
   return wrong;
 }
 
+bool runGloo(const Call& c) { return c.gloo->allGather(c.send, c.recv, c.count, c.type); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::Collective c{"all_gather", false, false, true, true, ownBlock, nullptr, busFactor, run, runMpi, fill, check};
+  perf::Collective c{"all_gather", false, false, true, true, ownBlock, nullptr, busFactor, run, runMpi, fill, check, runGloo};
   return perf::run(argc, argv, c);
 }

@@ -13,9 +13,11 @@ int runMpi(const Call& c, MPI_Datatype type, MPI_Op op) {
 void fill(const Call& c) { perf::fillReduction(c, c.count); }
 size_t check(const Call& c) { return perf::checkReduction(c, c.recv, c.count); }
 
+bool runGloo(const Call& c) { return c.gloo->allReduce(c.send, c.recv, c.count, c.type, c.refOp); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::Collective c{"all_reduce", true, false, false, true, nullptr, nullptr, busFactor, run, runMpi, fill, check};
+  perf::Collective c{"all_reduce", true, false, false, true, nullptr, nullptr, busFactor, run, runMpi, fill, check, runGloo};
   return perf::run(argc, argv, c);
 }

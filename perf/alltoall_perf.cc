@@ -25,9 +25,11 @@ size_t check(const Call& c) {
   return wrong;
 }
 
+bool runGloo(const Call& c) { return c.gloo->alltoAll(c.send, c.recv, c.count, c.type); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::Collective c{"alltoall", false, false, true, true, nullptr, nullptr, busFactor, run, runMpi, fill, check};
+  perf::Collective c{"alltoall", false, false, true, true, nullptr, nullptr, busFactor, run, runMpi, fill, check, runGloo};
   return perf::run(argc, argv, c);
 }

@@ -19,9 +19,11 @@ void fill(const Call& c) {
 }
 size_t check(const Call& c) { return perf::checkPattern(perf::typeSize(c.type), c.root, c.recv, c.count); }
 
+bool runGloo(const Call& c) { return c.gloo->broadcast(c.send, c.recv, c.count, c.type, c.root); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  perf::Collective c{"broadcast", false, true, false, true, nullptr, nullptr, busFactor, run, runMpi, fill, check};
+  perf::Collective c{"broadcast", false, true, false, true, nullptr, nullptr, busFactor, run, runMpi, fill, check, runGloo};
   return perf::run(argc, argv, c);
 }

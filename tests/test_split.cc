@@ -28,7 +28,7 @@ float sumOfRanks(snclComm_t comm) {
 TEST_CASE("split by color orders ranks by key, then by old rank", "[split][process]") {
   auto exits = test::runRanks(5, [](int rank, int n, const snclUniqueId& id) {
     snclConfig_t config = SNCL_CONFIG_INITIALIZER;
-    config.timeoutMs = 7000;
+    config.timeoutMs = 15000;
     config.commName = "parent";
     snclComm_t comm = nullptr;
     if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 2;
@@ -49,13 +49,13 @@ TEST_CASE("split by color orders ranks by key, then by old rank", "[split][proce
       failures += subCount != 2 || subRank != expectRank[rank];
       failures += sumOfRanks(sub) != 3.0f;
       // Inherited: the parent's deadline and name.
-      failures += sub->timeoutMs != 7000 || sub->name != "parent";
+      failures += sub->timeoutMs != 15000 || sub->name != "parent";
       // A split of the split, with a config of its own.
       snclConfig_t own = SNCL_CONFIG_INITIALIZER;
-      own.timeoutMs = 9000;
+      own.timeoutMs = 19000;
       snclComm_t single = nullptr;
       if (snclCommSplit(sub, subRank, 0, &single, &own) != snclSuccess) return 4;
-      failures += sumOfRanks(single) != 1.0f || single->timeoutMs != 9000;
+      failures += sumOfRanks(single) != 1.0f || single->timeoutMs != 19000;
       snclCommDestroy(single);
       snclCommDestroy(sub);
     }

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/cost_model.h"
 #include "lib/env.h"
+#include "lib/planner.h"
 #include "lib/topo/discovery.h"
 #include "lib/topo/draw.h"
 #include "lib/topo/graph.h"
@@ -34,7 +36,7 @@ using namespace sncl::topo;
 namespace {
 
 constexpr const char* kUsage = R"(usage: sncl-topo [options]
-  --file F               topology file (default: SNCL_TOPO_FILE, else this machine via hwloc)
+  --file F, --topo F     topology file (default: SNCL_TOPO_FILE, else this machine via hwloc)
   --ranks N              map N ranks (default: every endpoint; this machine: one per core)
   --fail-link X-Y        mark the link between vertices X and Y down (repeatable)
   --degrade-link X-Y=F   scale its bandwidth by F in (0,1) (repeatable)
@@ -45,7 +47,9 @@ constexpr const char* kUsage = R"(usage: sncl-topo [options]
   --dot                  Graphviz text on stdout (grouped when large)
   --png FILE             render with Graphviz dot into FILE
   --grouped              draw grouped even when small
-  --plan COLL SIZE       the planner's choice (needs the planner; not in this build)
+  --plan COLL SIZE       the planner's choice for a collective (allreduce, broadcast, ...) of
+                         SIZE bytes per rank (K, M, G suffixes) on --ranks ranks, and every
+                         candidate's estimate; honours SNCL_ALGO, SNCL_TUNING_FILE, SNCL_CHUNK_SIZE
 )";
 
 struct Options {
@@ -86,7 +90,7 @@ int parseArgs(int argc, char** argv, Options* o) {
     if (a == "-h" || a == "--help") {
       fmt::print("{}", kUsage);
       std::exit(0);
-    } else if (a == "--file" && need(1)) o->file = argv[++i];
+    } else if ((a == "--file" || a == "--topo") && need(1)) o->file = argv[++i];
     else if (a == "--ranks" && need(1)) {
       if (!parseInt(argv[++i], 1, 1 << 24, &x)) return usage("--ranks needs a positive count");
       o->ranks = int(x);
@@ -210,6 +214,47 @@ int render(const std::string& dot, const std::string& png) {
   return 0;
 }
 
+// What the planner of a comm on g's mapped ranks would run, with every candidate.
+int showPlan(const Graph& g, const std::string& collName_, const std::string& sizeText) {
+  CollType coll = CollType::kCount;
+  for (int c = 0; c < int(CollType::kCount); ++c)
+    if (!isPointToPoint(CollType(c)) && collName_ == collName(CollType(c))) coll = CollType(c);
+  if (coll == CollType::kCount) return usage(fmt::format("--plan: unknown collective '{}'", collName_));
+  char* end = nullptr;
+  errno = 0;
+  const double number = strtod(sizeText.c_str(), &end);
+  const std::string suffix = end ? end : "";
+  const double scale = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : suffix == "G" ? 1073741824.0 : 0;
+  if (errno || end == sizeText.c_str() || scale == 0 || !(number >= 0) || number * scale > 1e15)
+    return usage(fmt::format("--plan: size '{}' is not a byte count (e.g. 8, 64K, 256M)", sizeText));
+  const size_t bytes = size_t(number * scale);
+  if (g.rankCount() < 1) return error("--plan: the topology maps no ranks");
+
+  Tuning tuning = defaultTuning();
+  if (auto file = env::str("SNCL_TUNING_FILE"))
+    if (loadTuning(*file, &tuning) != snclSuccess) return error(lastError());
+  std::vector<VertexId> rankVertex;
+  for (int r = 0; r < g.rankCount(); ++r) rankVertex.push_back(g.rankVertex(r));
+  // The tool owns g for the whole run: the model only borrows it.
+  auto model = std::make_shared<CostModel>(std::shared_ptr<const Graph>(&g, [](const Graph*) {}), rankVertex, tuning);
+  PlannerOptions options;
+  options.algoSpec = env::str("SNCL_ALGO").value_or("");
+  options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);
+  Planner planner(0, model, options);
+  const std::vector<Plan> all = planner.candidates(coll, bytes);
+  if (all.empty()) return error(fmt::format("--plan: no algorithm can run {} on this topology (SNCL_ALGO='{}')", collName_, options.algoSpec));
+  std::string levels;
+  for (const auto& h : planner.hierarchies()) levels += " " + h.name;
+  fmt::print("plan {} {} B on {} ranks of {} (epoch {}, tuning {}; hierarchies:{})\n", collName_, bytes, g.rankCount(),
+             g.name(), g.epoch(), tuning.source, levels.empty() ? " none" : levels);
+  fmt::print("  chosen: {}  chunk {} B  estimate {:.1f} us\n", planner.describe(all.front()), all.front().chunkBytes,
+             all.front().estimateUs);
+  fmt::print("  candidates:\n");
+  for (const Plan& p : all)
+    fmt::print("    {:<34} {:>14.1f} us  {:>7.2f}x\n", planner.describe(p), p.estimateUs, p.estimateUs / all.front().estimateUs);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,10 +310,6 @@ int main(int argc, char** argv) {
   if (o.dot) fmt::print("{}", toDot(g, draw));
   if (!o.png.empty())
     if (int rc = render(toDot(g, draw), o.png)) return rc;
-  if (!o.planColl.empty()) {
-    // Hook for the planner (algorithms and cost model are a later piece of work): it will
-    // print the plan and every candidate's estimate for this graph, collective and size.
-    return error(fmt::format("--plan {} {}: the planner is not part of this build yet", o.planColl, o.planSize));
-  }
+  if (!o.planColl.empty()) return showPlan(g, o.planColl, o.planSize);
   return 0;
 }

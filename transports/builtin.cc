@@ -9,7 +9,8 @@
 // clang-format off
 #define SNCL_BUILTIN_TRANSPORTS(X) \
   X("shm", createShmTransport) \
-  X("ofi", createOfiTransport)
+  X("ofi", createOfiTransport) \
+  X("bus", createBusTransport)
 // clang-format on
 
 namespace sncl {

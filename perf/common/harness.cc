@@ -1,50 +1,22 @@
 #include "perf/common/harness.h"
 
-#include <getopt.h>
 #include <pthread.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "perf/common/ceiling.h"
+#include "perf/common/report.h"
+
 namespace perf {
 namespace {
-
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                            "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
-const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
-constexpr int kNumOps = snclNumOps + 1;  // with mulsum
-
-struct Options {
-  size_t minBytes = 8;
-  size_t maxBytes = 64u << 20;
-  size_t stepFactor = 2;
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
-  int threads = 1;  // ranks per process
-  std::vector<snclDataType_t> types{snclFloat32};
-  std::vector<snclRedOp_t> ops{snclSum};
-  int root = 0;
-  bool baseline = true;  // MPI beside sncl
-};
-
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  switch (end && *end ? *end : 0) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-  }
-  return static_cast<size_t>(v);
-}
 
 // Reductions need MPI's arithmetic type; data that is only moved goes as unsigned words.
 MPI_Datatype mpiType(snclDataType_t t, bool reduces) {
@@ -79,21 +51,13 @@ MPI_Op mpiOp(snclRedOp_t op) {
   }
 }
 
-void usage(const char* prog) {
-  fprintf(stderr,
-          "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c check 0/1]\n"
-          "          [-t threads per process] [-d type|all] [-o op|all] [-r root] [-B 0/1: MPI baseline]\n"
-          "types: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2\n"
-          "ops: sum prod max min avg mulsum\n",
-          prog);
-}
-
 struct Shared {
   const Options* opt;
   const Collective* coll;
   snclUniqueId id;
   int mpiRank, mpiSize, nranks;
   pthread_barrier_t barrier;
+  std::vector<Ceiling> ceilings;  // per thread of this process
 };
 
 double timeIters(const std::function<bool()>& once, int warmup, int iters, bool* ok) {
@@ -103,18 +67,46 @@ double timeIters(const std::function<bool()>& once, int warmup, int iters, bool*
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
 }
 
-void printHeader(const Shared& sh, bool mpi) {
-  const Options& o = *sh.opt;
-  printf("# sncl %s: %d ranks (%d processes x %d threads), %zu..%zu bytes x%zu, %d iterations\n", sh.coll->name,
-         sh.nranks, sh.mpiSize, o.threads, o.minBytes, o.maxBytes, std::max<size_t>(o.stepFactor, 2), o.iters);
-  printf("#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "size", "count", "type", "redop", "root", "time",
-         "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  if (mpi) printf(" %9s %7s %6s %9s", "mpi time", "busbw", "#wrong", "sncl/mpi");
-  printf("\n#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-         "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  if (mpi) printf(" %9s %7s %6s %9s", "(us)", "(GB/s)", "", "(busbw)");
-  printf("\n#%11s %12s %8s %6s %5s %33s %33s\n", "", "", "", "", "", "out-of-place", "in-place");
-  fflush(stdout);
+// One process's ranks agree on a figure (threads: within the process only; MPI is called
+// by one thread per process when -t 1).
+void combineTimes(const Options& o, double* times, int n, int nranks) {
+  if (o.threads != 1) return;
+  if (o.average == 0) {
+    MPI_Bcast(times, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  } else {
+    MPI_Allreduce(MPI_IN_PLACE, times, n, MPI_DOUBLE, o.average == 1 ? MPI_SUM : o.average == 2 ? MPI_MIN : MPI_MAX,
+                  MPI_COMM_WORLD);
+    if (o.average == 1)
+      for (int i = 0; i < n; ++i) times[i] /= nranks;
+  }
+}
+
+// The machine's ceiling with every rank running at once; the slowest rank's figures.
+Ceiling ceilingOf(Shared* sh, int thread, std::vector<char>& a, std::vector<char>& b) {
+  const Options& o = *sh->opt;
+  constexpr size_t kMinBytes = 32u << 20;  // past the caches
+  std::vector<char> ownA, ownB;
+  void *pa = a.data(), *pb = b.data();
+  size_t bytes = a.size() & ~size_t{63};
+  if (bytes < kMinBytes) {
+    ownA.assign(kMinBytes, 1);
+    ownB.assign(kMinBytes, 2);
+    pa = ownA.data(), pb = ownB.data(), bytes = kMinBytes;
+  }
+  auto barrier = [&] {
+    if (o.threads == 1) MPI_Barrier(MPI_COMM_WORLD);
+    else pthread_barrier_wait(&sh->barrier);
+  };
+  Ceiling c = measureCeiling(pa, pb, bytes, barrier);
+  if (o.threads == 1) {
+    MPI_Allreduce(MPI_IN_PLACE, &c.copyGBs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &c.addGBs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    return c;
+  }
+  sh->ceilings[static_cast<size_t>(thread)] = c;
+  pthread_barrier_wait(&sh->barrier);
+  for (const Ceiling& t : sh->ceilings) c.copyGBs = std::min(c.copyGBs, t.copyGBs), c.addGBs = std::min(c.addGBs, t.addGBs);
+  return c;
 }
 
 // One rank: a thread of this process (rank = mpiRank * threads + thread).
@@ -129,11 +121,26 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
     *exitCode = 1;
     return;
   }
+  // Peers need one rank per process: MPI and Gloo address processes.
+  std::vector<Peer> peers;
+  std::unique_ptr<GlooPeer> gloo;
+  for (Peer p : o.peers) {
+    if (o.threads != 1) break;
+    if (p == Peer::Mpi && c.runMpi) peers.push_back(p);
+    if (p == Peer::Gloo && c.runGloo) {
+      gloo = GlooPeer::connect(MPI_COMM_WORLD, 60000);
+      if (!gloo) {
+        *exitCode = 1;
+        snclCommDestroy(comm);
+        return;
+      }
+      peers.push_back(p);
+    }
+  }
   // Buffers are allocated and touched once, outside the timed loops (first touch costs
   // ~11 us a page); a row never needs more than maxBytes in either.
   const size_t bufBytes = o.maxBytes + 64;
-  std::vector<char> send(bufBytes, 1), recv(bufBytes, 1), mpiRecv(bufBytes, 1);
-  const bool mpiRuns = o.baseline && o.threads == 1 && c.runMpi;
+  std::vector<char> send(bufBytes, 1), recv(bufBytes, 1), peerRecv(peers.empty() ? 0 : bufBytes, 1);
   // nccl-tests' mulsum: a pre-multiplied sum, each rank's scalar 1 or 2.
   snclRedOp_t mulSum[snclNumTypes];
   for (snclDataType_t t : o.types) {
@@ -146,33 +153,42 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
       return;
     }
   }
-  if (leader) printHeader(*sh, mpiRuns);
+  Ceiling ceiling;
+  if (o.ceiling) ceiling = ceilingOf(sh, thread, send, recv);
+  Report report(o, {c.name, c.reduces, c.hasInPlace, nranks, sh->mpiSize, o.threads, peers, o.ceiling ? &ceiling : nullptr});
+  if (leader) report.header();
   const int root = c.rooted ? o.root : -1;
-  double busSum = 0;
-  int rows = 0;
   long totalWrong = 0;
   const std::vector<snclRedOp_t> noOp{snclSum};
+  const int nvariants = 2 + static_cast<int>(peers.size());  // sncl out of place, in place, each peer
   for (snclDataType_t type : o.types) {
     const size_t elem = typeSize(type);
     for (snclRedOp_t refOp : c.reduces ? o.ops : noOp) {
       const MPI_Datatype mt = mpiType(type, c.reduces);
       const MPI_Op mo = c.reduces ? mpiOp(refOp) : MPI_OP_NULL;
-      const bool mpiRow = mpiRuns && mt != MPI_DATATYPE_NULL && (!c.reduces || mo != MPI_OP_NULL);
-      for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= std::max<size_t>(o.stepFactor, 2)) {
+      for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.stepFactor) {
         const size_t blocks = c.blocks ? static_cast<size_t>(nranks) : 1;
         const size_t count = bytes / elem / blocks, rowCount = count * blocks, rowBytes = rowCount * elem;
-        double times[3] = {0, 0, 0};
-        long wrong[3] = {0, 0, 0};
-        for (int variant = 0; variant < 3; ++variant) {
-          const bool inPlace = variant == 1, isMpi = variant == 2;
-          if ((inPlace && !c.hasInPlace) || (isMpi && !mpiRow)) continue;
-          Call call{send.data(), isMpi ? mpiRecv.data() : recv.data(), count, type,
-                    refOp == kMulSum ? mulSum[type] : refOp, refOp, root < 0 ? 0 : root, rank, nranks, comm};
+        std::vector<double> times(static_cast<size_t>(nvariants), 0.0);
+        std::vector<long> wrong(static_cast<size_t>(nvariants), 0);
+        std::vector<bool> ran(static_cast<size_t>(nvariants), false);
+        for (int variant = 0; variant < nvariants; ++variant) {
+          const bool inPlace = variant == 1, isPeer = variant >= 2;
+          const Peer peer = isPeer ? peers[static_cast<size_t>(variant - 2)] : Peer::Mpi;
+          if (inPlace && !c.hasInPlace) continue;
+          if (isPeer && peer == Peer::Mpi && (mt == MPI_DATATYPE_NULL || (c.reduces && mo == MPI_OP_NULL))) continue;
+          if (isPeer && peer == Peer::Gloo && !GlooPeer::supports(type, c.reduces, refOp)) continue;
+          ran[static_cast<size_t>(variant)] = true;
+          Call call{send.data(), isPeer ? peerRecv.data() : recv.data(), count, type,
+                    refOp == kMulSum ? mulSum[type] : refOp, refOp, root < 0 ? 0 : root, rank, nranks, comm, gloo.get()};
           if (inPlace) {
             call.send = send.data() + (c.sendOffset ? c.sendOffset(count, rank, call.root) : 0) * elem;
             call.recv = send.data() + (c.recvOffset ? c.recvOffset(count, rank, call.root) : 0) * elem;
           }
-          auto once = [&] { return isMpi ? c.runMpi(call, mt, mo) == MPI_SUCCESS : c.run(call) == snclSuccess; };
+          auto once = [&] {
+            if (!isPeer) return c.run(call) == snclSuccess;
+            return peer == Peer::Mpi ? c.runMpi(call, mt, mo) == MPI_SUCCESS : c.runGloo(call);
+          };
           if (o.check) {
             // Nothing left from an earlier row can pass for a result.
             memset(send.data(), 0xa5, rowBytes);
@@ -180,7 +196,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
             c.fill(call);
             const bool ok = once();
             wrong[variant] = ok ? static_cast<long>(c.check(call)) : static_cast<long>(rowCount);
-            if (!ok) fprintf(stderr, "rank %d: %s failed: %s\n", rank, c.name, isMpi ? "MPI error" : snclGetLastError(comm));
+            if (!ok) fprintf(stderr, "rank %d: %s failed: %s\n", rank, c.name, isPeer ? peerName(peer) : snclGetLastError(comm));
           }
           bool ok = true;
           if (o.threads == 1) MPI_Barrier(MPI_COMM_WORLD);
@@ -188,51 +204,36 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           times[variant] = timeIters(once, o.warmup, o.iters, &ok);
           if (!ok) wrong[variant] = static_cast<long>(rowCount);
         }
-        // Slowest rank's time and everyone's wrong counts (threads: each process's rank 0 reports its own).
-        if (o.threads == 1) {
-          MPI_Allreduce(MPI_IN_PLACE, times, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          MPI_Allreduce(MPI_IN_PLACE, wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        }
-        totalWrong += wrong[0] + wrong[1] + wrong[2];
+        combineTimes(o, times.data(), nvariants, nranks);
+        // Everyone's wrong counts (threads: each process's rank 0 reports its own).
+        if (o.threads == 1) MPI_Allreduce(MPI_IN_PLACE, wrong.data(), nvariants, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        for (long w : wrong) totalWrong += w;
         if (!leader) continue;
         const double f = c.busFactor(nranks);
-        auto algbw = [&](int v) { return times[v] > 0 ? rowBytes / times[v] / 1e3 : 0.0; };
-        printf(" %11zu %12zu %8s %6s %5d %9.2f %7.2f %7.2f %6s", rowBytes, rowCount, kTypeNames[type],
-               c.reduces ? kOpNames[refOp] : "none", root, times[0], algbw(0), algbw(0) * f,
-               o.check ? std::to_string(wrong[0]).c_str() : "N/A");
-        if (c.hasInPlace)
-          printf(" %9.2f %7.2f %7.2f %6s", times[1], algbw(1), algbw(1) * f, o.check ? std::to_string(wrong[1]).c_str() : "N/A");
-        else
-          printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
-        if (mpiRow)
-          printf(" %9.2f %7.2f %6s %9.2f", times[2], algbw(2) * f, o.check ? std::to_string(wrong[2]).c_str() : "N/A",
-                 times[2] / times[0]);
-        else if (mpiRuns)
-          printf(" %9s %7s %6s %9s", "N/A", "N/A", "N/A", "N/A");
-        printf("\n");
-        fflush(stdout);
-        busSum += algbw(0) * f;
-        ++rows;
+        auto measure = [&](int v) {
+          Measure m;
+          m.ran = ran[static_cast<size_t>(v)];
+          m.timeUs = times[static_cast<size_t>(v)];
+          m.algbw = m.timeUs > 0 ? rowBytes / m.timeUs / 1e3 : 0.0;
+          m.busbw = m.algbw * f;
+          m.wrong = wrong[static_cast<size_t>(v)];
+          return m;
+        };
+        Row row{rowBytes, rowCount, type, refOp, root, measure(0), measure(1), {}};
+        for (int v = 2; v < nvariants; ++v) row.peers.push_back(measure(v));
+        report.row(row);
       }
     }
   }
   if (leader) {
-    printf("# Out of bounds values : %ld %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g\n#\n", rows ? busSum / rows : 0.0);
+    report.footer();
+    if (!o.jsonPath.empty() && !report.writeJson(o.jsonPath)) *exitCode = 1;
   }
   for (snclDataType_t t : o.types)
     if (c.reduces) snclRedOpDestroy(mulSum[t], comm);
+  gloo.reset();
   if (snclCommDestroy(comm) != snclSuccess) *exitCode = 1;
   if (totalWrong) *exitCode = 1;
-}
-
-// "all" or one name of names[0..n).
-template <class E>
-bool parseList(const char* arg, const char* const* names, int n, std::vector<E>* out) {
-  out->clear();
-  for (int i = 0; i < n; ++i)
-    if (!strcmp(arg, "all") || !strcmp(arg, names[i])) out->push_back(static_cast<E>(i));
-  return !out->empty();
 }
 
 }  // namespace
@@ -241,32 +242,10 @@ int run(int argc, char** argv, const Collective& coll) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   Options o;
-  int ch;
-  while ((ch = getopt(argc, argv, "b:e:f:n:w:c:t:d:o:r:B:h")) != -1) {
-    switch (ch) {
-      case 'b': o.minBytes = parseSize(optarg); break;
-      case 'e': o.maxBytes = parseSize(optarg); break;
-      case 'f': o.stepFactor = strtoul(optarg, nullptr, 0); break;
-      case 'n': o.iters = atoi(optarg); break;
-      case 'w': o.warmup = atoi(optarg); break;
-      case 'c': o.check = atoi(optarg); break;
-      case 't': o.threads = std::max(1, atoi(optarg)); break;
-      case 'r': o.root = atoi(optarg); break;
-      case 'B': o.baseline = atoi(optarg) != 0; break;
-      case 'd':
-        if (!parseList(optarg, kTypeNames, snclNumTypes, &o.types)) {
-          fprintf(stderr, "unknown type '%s'\n", optarg);
-          MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        break;
-      case 'o':
-        if (!parseList(optarg, kOpNames, kNumOps, &o.ops)) {
-          fprintf(stderr, "unknown op '%s'\n", optarg);
-          MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        break;
-      default: usage(argv[0]); MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+  bool help = false;
+  if (!parseOptions(argc, argv, &o, &help)) {
+    MPI_Finalize();
+    return help ? 0 : 2;
   }
   Shared sh;
   sh.opt = &o;
@@ -274,19 +253,21 @@ int run(int argc, char** argv, const Collective& coll) {
   MPI_Comm_rank(MPI_COMM_WORLD, &sh.mpiRank);
   MPI_Comm_size(MPI_COMM_WORLD, &sh.mpiSize);
   sh.nranks = sh.mpiSize * o.threads;
+  sh.ceilings.resize(static_cast<size_t>(o.threads));
   if (coll.rooted && (o.root < 0 || o.root >= sh.nranks)) {
     if (sh.mpiRank == 0) fprintf(stderr, "root %d out of range [0, %d)\n", o.root, sh.nranks);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Finalize();
+    return 2;
   }
   if (sh.mpiRank == 0 && snclGetUniqueId(&sh.id) != snclSuccess) {
     fprintf(stderr, "snclGetUniqueId failed: %s\n", snclGetLastError(nullptr));
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Bcast(&sh.id, sizeof(sh.id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  pthread_barrier_init(&sh.barrier, nullptr, o.threads);
-  std::vector<int> codes(o.threads, 0);
+  pthread_barrier_init(&sh.barrier, nullptr, static_cast<unsigned>(o.threads));
+  std::vector<int> codes(static_cast<size_t>(o.threads), 0);
   std::vector<std::thread> threads;
-  for (int t = 0; t < o.threads; ++t) threads.emplace_back(rankMain, &sh, t, &codes[t]);
+  for (int t = 0; t < o.threads; ++t) threads.emplace_back(rankMain, &sh, t, &codes[static_cast<size_t>(t)]);
   for (auto& t : threads) t.join();
   pthread_barrier_destroy(&sh.barrier);
   int code = *std::max_element(codes.begin(), codes.end());

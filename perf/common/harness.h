@@ -1,19 +1,18 @@
 // The shared harness of the *_perf benchmarks, in nccl-tests' style: flags, size sweep,
-// timing, result checking, and MPI's matching call on the same input beside sncl.
-// Runs under mpirun (one rank per process, or -t threads per process) or standalone.
+// timing, result checking, and the peers' matching calls (MPI, Gloo) on the same input
+// beside sncl. Runs under mpirun (one rank per process, or -t threads per process) or
+// standalone.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
 
+#include "perf/common/gloo_peer.h"
+#include "perf/common/options.h"
 #include "sncl/sncl.h"
 
 namespace perf {
-
-// A pre-multiplied sum (snclRedOpCreatePreMulSum, nccl-tests' "mulsum"), for the value
-// functions below; the harness passes the real op to sncl.
-constexpr snclRedOp_t kMulSum = static_cast<snclRedOp_t>(snclNumOps);
 
 // One call, as the harness makes it on this rank.
 struct Call {
@@ -27,6 +26,7 @@ struct Call {
   int rank;
   int nranks;
   snclComm_t comm;
+  GlooPeer* gloo;  // set when Gloo runs beside sncl
 };
 
 // What one benchmark measures, with nccl-tests' conventions.
@@ -50,6 +50,8 @@ struct Collective {
   // Fills this rank's send buffer; counts the wrong elements of its receive buffer.
   void (*fill)(const Call& c);
   size_t (*check)(const Call& c);
+  // Gloo's call (out of place) through c.gloo; nullptr: Gloo has none.
+  bool (*runGloo)(const Call& c) = nullptr;
 };
 
 int run(int argc, char** argv, const Collective& coll);

@@ -1,27 +1,70 @@
 #include "tests/util/launcher.h"
 
 #include <dirent.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <thread>
 
 namespace sncl::test {
 
+namespace {
+
+// The unique id travels from rank 0's process to the others through a shared page.
+struct SharedId {
+  std::atomic<int> state;  // 0: not yet, 1: id valid, 2: rank 0 could not make one
+  snclUniqueId id;
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the id's flag is shared between processes");
+
+// Rank 0 makes the id; the others wait for it (bounded).
+bool obtainId(SharedId* shared, int rank, int timeoutMs, snclUniqueId* id) {
+  if (rank == 0) {
+    snclUniqueId made;
+    const bool ok = snclGetUniqueId(&made) == snclSuccess;
+    if (!ok) fprintf(stderr, "runRanks: snclGetUniqueId failed: %s\n", snclGetLastError(nullptr));
+    shared->id = made;
+    shared->state.store(ok ? 1 : 2, std::memory_order_release);
+    *id = made;
+    return ok;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (shared->state.load(std::memory_order_acquire) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      fprintf(stderr, "runRanks: rank %d got no unique id from rank 0\n", rank);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  *id = shared->id;
+  return shared->state.load(std::memory_order_acquire) == 1;
+}
+
+}  // namespace
+
+// Forks before anything starts a thread here: the id is made in rank 0's process, not in
+// this one, because snclGetUniqueId starts the rendezvous root's thread, and a fork of a
+// process with threads copies locks that those threads may hold (stdio's, the allocator's)
+// into children that then wait on them forever.
 std::vector<RankExit> runRanks(int nranks,
                                const std::function<int(int, int, const snclUniqueId&)>& body,
                                int timeoutMs) {
   std::vector<RankExit> exits(nranks);
-  snclUniqueId id;
-  if (snclGetUniqueId(&id) != snclSuccess) {
-    fprintf(stderr, "runRanks: snclGetUniqueId failed: %s\n", snclGetLastError(nullptr));
+  void* page = mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) {
+    fprintf(stderr, "runRanks: mmap failed: %s\n", strerror(errno));
     return exits;
   }
+  auto* shared = new (page) SharedId{};
   fflush(stdout);
   fflush(stderr);
   std::vector<pid_t> pids(nranks, -1);
@@ -30,7 +73,8 @@ std::vector<RankExit> runRanks(int nranks,
     if (pid == 0) {
       int rc = 1;
       try {
-        rc = body(r, nranks, id);
+        snclUniqueId id;
+        if (obtainId(shared, r, timeoutMs, &id)) rc = body(r, nranks, id);
       } catch (const std::exception& e) {
         fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
       } catch (...) {
@@ -70,6 +114,7 @@ std::vector<RankExit> runRanks(int nranks,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  munmap(page, sizeof(SharedId));
   return exits;
 }
 

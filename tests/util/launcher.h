@@ -15,7 +15,8 @@ struct RankExit {
   bool killed = false;  // killed by the launcher at the deadline
 };
 
-// Forks nranks processes sharing one unique id (made here, before the fork); rank r runs
+// Forks nranks processes sharing one unique id (made by rank 0's process after the fork,
+// so that this process forks without threads); rank r runs
 // body(r, nranks, id) and exits with its return value (an exception exits with 1). All
 // children are killed with SIGKILL when timeoutMs passes.
 std::vector<RankExit> runRanks(int nranks,

@@ -1,0 +1,46 @@
+/* sncl extensions beyond the NCCL-style API: control and observation of the emulated
+ * supernode bus (the "bus" transport, docs/bus.md), for tests and benchmarks. Every call
+ * fails with snclInvalidUsage on a comm that has no bus peers. */
+#ifndef SNCL_SNCL_EXT_H_
+#define SNCL_SNCL_EXT_H_
+
+#include <stdint.h>
+
+#include "sncl/sncl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Injects faults, in the SNCL_FAULTS grammar of docs/faults.md, e.g.
+ * "link=n0.e0-n0.l1p0:down" or "jitter=0.1:50us;rank=3:kill@op=4". A fault without a
+ * trigger applies at once; all ranks of the comm see link faults and jitter. */
+snclResult_t snclBusInjectFault(snclComm_t comm, const char* spec);
+
+/* Counters of one link direction of the comm's topology, shared by all its ranks. */
+typedef struct {
+  uint64_t bytes;     /* bytes that crossed it (a flow's share of a chunk on each link) */
+  uint64_t chunks;    /* chunk transfers that used it */
+  uint64_t errors;    /* transfers failed because it was down */
+  uint64_t jittered;  /* transfers delayed by jitter that started on it */
+  double busyUs;      /* modeled time it was reserved */
+} snclBusCounters_t;
+
+/* link "a-b": the direction a -> b; link NULL: the sum over every link direction. */
+snclResult_t snclBusGetLinkCounters(snclComm_t comm, const char* link, snclBusCounters_t* out);
+
+/* Modeled duration (microseconds of the modeled bus, not wall time) of this rank's last
+ * call on comm (a collective, or a group's sends and receives) and of all its calls. */
+snclResult_t snclBusModeledTimeUs(snclComm_t comm, double* lastCallUs, double* totalUs);
+
+/* Start and end of this rank's last call in modeled microseconds since the comm's setup,
+ * a clock common to all its ranks. A rank that enters a collective early waits for the
+ * others in the model too; max(end) - max(start) over the ranks measures the collective
+ * from the moment the last rank entered it. */
+snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, double* endUs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SNCL_SNCL_EXT_H_ */

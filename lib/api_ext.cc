@@ -1,0 +1,61 @@
+// The C extension API (include/sncl/sncl_ext.h): control and observation of the emulated
+// bus, reached through BusControl among the comm's transports.
+#include <mutex>
+
+#include "lib/api_checks.h"
+#include "lib/bus_control.h"
+#include "lib/comm.h"
+#include "sncl/sncl_ext.h"
+
+using sncl::fail;
+using sncl::Result;
+
+namespace {
+
+Result busOf(snclComm* comm, const char* fn, sncl::BusControl** out) {
+  SNCL_CHECK(sncl::api::checkComm(comm, fn));
+  if (comm->initResult.load() != snclSuccess)
+    return fail(snclInvalidUsage, "{}: comm is not initialized ({})", fn, sncl::resultName(comm->initResult.load()));
+  for (auto& t : comm->transports)
+    if (auto* bus = dynamic_cast<sncl::BusControl*>(t.get())) {
+      *out = bus;
+      return snclSuccess;
+    }
+  return fail(snclInvalidUsage, "{}: comm {} rank {} has no bus transport (set SNCL_TRANSPORT=bus, or a topology "
+              "file whose supernode holds the ranks)", fn, comm->name, comm->rank);
+}
+
+}  // namespace
+
+SNCL_API snclResult_t snclBusInjectFault(snclComm_t comm, const char* spec) {
+  sncl::BusControl* bus = nullptr;
+  SNCL_CHECK(busOf(comm, "snclBusInjectFault", &bus));
+  if (!spec) return fail(snclInvalidArgument, "snclBusInjectFault: spec is NULL");
+  std::lock_guard<std::mutex> lock(comm->runMutex);  // not while a call runs on the comm
+  return bus->injectFaults(spec);
+}
+
+SNCL_API snclResult_t snclBusGetLinkCounters(snclComm_t comm, const char* link, snclBusCounters_t* out) {
+  sncl::BusControl* bus = nullptr;
+  SNCL_CHECK(busOf(comm, "snclBusGetLinkCounters", &bus));
+  if (!out) return fail(snclInvalidArgument, "snclBusGetLinkCounters: out is NULL");
+  return bus->linkCounters(link ? link : "", out);
+}
+
+SNCL_API snclResult_t snclBusModeledTimeUs(snclComm_t comm, double* lastCallUs, double* totalUs) {
+  sncl::BusControl* bus = nullptr;
+  SNCL_CHECK(busOf(comm, "snclBusModeledTimeUs", &bus));
+  if (!lastCallUs && !totalUs) return fail(snclInvalidArgument, "snclBusModeledTimeUs: both outputs are NULL");
+  std::lock_guard<std::mutex> lock(comm->runMutex);  // the clock is written by the running call
+  bus->modeledTimeUs(lastCallUs, totalUs);
+  return snclSuccess;
+}
+
+SNCL_API snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, double* endUs) {
+  sncl::BusControl* bus = nullptr;
+  SNCL_CHECK(busOf(comm, "snclBusLastCallSpanUs", &bus));
+  if (!startUs || !endUs) return fail(snclInvalidArgument, "snclBusLastCallSpanUs: an output is NULL");
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  bus->lastCallSpanUs(startUs, endUs);
+  return snclSuccess;
+}

@@ -1,0 +1,99 @@
+#include "lib/cost_model.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "lib/topo/route.h"
+
+namespace sncl {
+
+Tuning defaultTuning() {
+  Tuning t;
+  t.kind[int(topo::LinkKind::Bus)] = {1.0, 20.0};
+  t.kind[int(topo::LinkKind::Shm)] = {1.0, 8.0};
+  t.kind[int(topo::LinkKind::Pcie)] = {1.0, 8.0};
+  t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0};
+  return t;
+}
+
+CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning)
+    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)) {
+  cacheEpoch_ = graph_->epoch();
+}
+
+const CostModel::PairRoute& CostModel::route(int src, int dst) const {
+  if (graph_->epoch() != cacheEpoch_) {
+    routes_.clear();
+    cacheEpoch_ = graph_->epoch();
+  }
+  const uint64_t key = (uint64_t(uint32_t(src)) << 32) | uint32_t(dst);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  PairRoute pr;
+  topo::Route r;
+  if (graph_->route(rankVertex_[src], rankVertex_[dst], &r) == snclSuccess && r.reachable) {
+    pr.reachable = true;
+    // The transport a route implies: the network when it crosses one, else the bus, else
+    // shared memory (PCIe inside a host is a memory copy too).
+    bool net = false, bus = false;
+    for (const topo::LinkShare& s : r.shares) {
+      const topo::LinkKind k = graph_->linkKind(s.link);
+      net |= k == topo::LinkKind::Net;
+      bus |= k == topo::LinkKind::Bus;
+      pr.shares.emplace_back(s.channel(*graph_), s.fraction);
+    }
+    pr.kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
+    const KindCost& kc = tuning_.kind[int(pr.kind)];
+    pr.alphaUs = kc.alphaUs + r.latencyUs;
+    pr.kindBytesPerUs = kc.betaGBs * 1e3;
+  }
+  return routes_.emplace(key, std::move(pr)).first->second;
+}
+
+CostModel::PairCost CostModel::pair(int src, int dst) const {
+  std::lock_guard lock(mutex_);
+  if (src == dst) return {0.0, tuning_.memGBs, topo::LinkKind::Shm};
+  const PairRoute& r = route(src, dst);
+  if (!r.reachable) return {std::numeric_limits<double>::infinity(), 0.0, r.kind};
+  double bw = r.kindBytesPerUs / 1e3;
+  for (const auto& [channel, fraction] : r.shares)
+    bw = std::min(bw, graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) / fraction);
+  return {r.alphaUs, bw, r.kind};
+}
+
+// A rank's transport moves at most β(kind) bytes per µs in each direction, whatever the
+// number of its flows (shm copies on the rank's core; ofi streams through one endpoint):
+// rank channels carry that limit, beside the link directions of the routes.
+double CostModel::stepUs(std::span<const Flow> flows) const {
+  std::lock_guard lock(mutex_);
+  load_.clear();
+  auto rankChannel = [](int rank, bool in, topo::LinkKind kind) {
+    return (uint64_t(1) << 63) | (uint64_t(uint32_t(rank)) << 8) | (uint64_t(in) << 4) | uint64_t(kind);
+  };
+  for (const Flow& f : flows) {
+    if (f.src == f.dst || f.bytes <= 0) continue;
+    const PairRoute& r = route(f.src, f.dst);
+    if (!r.reachable) return std::numeric_limits<double>::infinity();
+    for (const auto& [channel, fraction] : r.shares) load_[channel] += f.bytes * fraction;
+    load_[rankChannel(f.src, false, r.kind)] += f.bytes;
+    load_[rankChannel(f.dst, true, r.kind)] += f.bytes;
+  }
+  double worst = 0;
+  for (const Flow& f : flows) {
+    if (f.src == f.dst) {
+      worst = std::max(worst, f.bytes / memBytesPerUs());
+      continue;
+    }
+    if (f.bytes <= 0) continue;
+    const PairRoute& r = route(f.src, f.dst);
+    double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
+    for (const auto& [channel, fraction] : r.shares) {
+      const double bytesPerUs = graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) * 1e3;
+      transfer = std::max(transfer, load_[channel] / bytesPerUs);
+    }
+    worst = std::max(worst, r.alphaUs + transfer);
+  }
+  return worst;
+}
+
+}  // namespace sncl

@@ -1,0 +1,115 @@
+#include "perf/common/report.h"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace perf {
+namespace {
+
+std::string wrongText(const Options& o, const Measure& m) { return o.check ? std::to_string(m.wrong) : "N/A"; }
+
+nlohmann::json toJson(const Measure& m, bool checked) {
+  nlohmann::json j{{"time_us", m.timeUs}, {"algbw_GBs", m.algbw}, {"busbw_GBs", m.busbw}};
+  if (checked) j["wrong"] = m.wrong;
+  return j;
+}
+
+}  // namespace
+
+// The ceiling a collective meets first: reductions add, the others copy.
+double Report::ceilingShare(const Measure& m) const {
+  if (!s_.ceiling) return 0;
+  const double c = s_.reduces ? s_.ceiling->addGBs : s_.ceiling->copyGBs;
+  return c > 0 ? m.busbw / c : 0;
+}
+
+void Report::header() const {
+  printf("# sncl %s: %d ranks (%d processes x %d threads), %zu..%zu bytes x%zu, %d iterations, time: %s\n",
+         s_.collective.c_str(), s_.nranks, s_.processes, s_.threads, opt_.minBytes, opt_.maxBytes, opt_.stepFactor,
+         opt_.iters, opt_.average == 0 ? "rank 0" : opt_.average == 1 ? "mean of ranks" : opt_.average == 2 ? "min of ranks" : "max of ranks");
+  if (s_.ceiling) {
+    printf("# ceiling per rank, all ranks at once: memcpy %.2f GB/s, float a[i]+=b[i] %.2f GB/s; ceil%% = busbw / %s\n",
+           s_.ceiling->copyGBs, s_.ceiling->addGBs, s_.reduces ? "a[i]+=b[i]" : "memcpy");
+  }
+  printf("#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "size", "count", "type", "redop", "root", "time",
+         "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  for (Peer p : s_.peers) printf(" %9s %7s %6s %9s", (std::string(peerName(p)) + "_time").c_str(), "busbw", "#wrong", ("sncl/" + std::string(peerName(p))).c_str());
+  if (s_.ceiling) printf(" %6s", "ceil%");
+  printf("\n#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+         "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  for (size_t i = 0; i < s_.peers.size(); ++i) printf(" %9s %7s %6s %9s", "(us)", "(GB/s)", "", "(busbw)");
+  if (s_.ceiling) printf(" %6s", "");
+  printf("\n#%11s %12s %8s %6s %5s %33s %33s\n", "", "", "", "", "", "out-of-place", "in-place");
+  fflush(stdout);
+}
+
+void Report::row(const Row& r) {
+  printf(" %11zu %12zu %8s %6s %5d %9.2f %7.2f %7.2f %6s", r.bytes, r.count, kTypeNames[r.type],
+         s_.reduces ? kOpNames[r.op] : "none", r.root, r.sncl.timeUs, r.sncl.algbw, r.sncl.busbw,
+         wrongText(opt_, r.sncl).c_str());
+  if (r.snclInPlace.ran)
+    printf(" %9.2f %7.2f %7.2f %6s", r.snclInPlace.timeUs, r.snclInPlace.algbw, r.snclInPlace.busbw,
+           wrongText(opt_, r.snclInPlace).c_str());
+  else
+    printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+  for (const Measure& m : r.peers) {
+    if (m.ran)
+      printf(" %9.2f %7.2f %6s %9.2f", m.timeUs, m.busbw, wrongText(opt_, m).c_str(), m.timeUs / r.sncl.timeUs);
+    else
+      printf(" %9s %7s %6s %9s", "N/A", "N/A", "N/A", "N/A");
+  }
+  if (s_.ceiling) printf(" %6.1f", 100 * ceilingShare(r.sncl));
+  printf("\n");
+  fflush(stdout);
+  totalWrong_ += r.sncl.wrong + r.snclInPlace.wrong;
+  for (const Measure& m : r.peers) totalWrong_ += m.wrong;
+  busSum_ += r.sncl.busbw;
+  rows_.push_back(r);
+}
+
+void Report::footer() const {
+  printf("# Out of bounds values : %ld %s\n", totalWrong_, totalWrong_ ? "FAILED" : "OK");
+  printf("# Avg bus bandwidth    : %g\n#\n", rows_.empty() ? 0.0 : busSum_ / static_cast<double>(rows_.size()));
+  fflush(stdout);
+}
+
+bool Report::writeJson(const std::string& path) const {
+  nlohmann::json j;
+  char date[32];
+  const time_t now = time(nullptr);
+  strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  j["collective"] = s_.collective;
+  j["date"] = date;
+  j["nranks"] = s_.nranks;
+  j["processes"] = s_.processes;
+  j["threads"] = s_.threads;
+  j["iterations"] = opt_.iters;
+  j["checked"] = opt_.check != 0;
+  std::vector<std::string> peers;
+  for (Peer p : s_.peers) peers.emplace_back(peerName(p));
+  j["peers"] = peers;
+  if (s_.ceiling) j["ceiling"] = {{"memcpy_GBs", s_.ceiling->copyGBs}, {"add_GBs", s_.ceiling->addGBs}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& r : rows_) {
+    nlohmann::json row{{"bytes", r.bytes}, {"count", r.count}, {"type", kTypeNames[r.type]},
+                       {"op", s_.reduces ? kOpNames[r.op] : "none"}, {"root", r.root},
+                       {"sncl", toJson(r.sncl, opt_.check)}};
+    if (r.snclInPlace.ran) row["sncl_inplace"] = toJson(r.snclInPlace, opt_.check);
+    for (size_t i = 0; i < s_.peers.size(); ++i)
+      if (r.peers[i].ran) row[peerName(s_.peers[i])] = toJson(r.peers[i], opt_.check);
+    if (s_.ceiling) row["ceiling_share"] = ceilingShare(r.sncl);
+    rows.push_back(std::move(row));
+  }
+  j["rows"] = std::move(rows);
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) {
+    fprintf(stderr, "cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace perf

@@ -1,0 +1,184 @@
+// planner_regret: how close the planner's automatic All-Reduce choice comes to the best
+// algorithm, per (topology, size) cell. Every algorithm is forced in turn with SNCL_ALGO
+// (set before comm init), then the automatic choice runs; regret = auto time / best time.
+//
+//   planner_regret [--quick] [--max-bytes N]
+//
+// Topologies: 8 ranks on one host (shm); 2 virtual hosts x 4 (SNCL_HOSTID: shm inside,
+// ofi between); 16 ranks on an emulated two-level supernode (topologies/supernode-4x4.json,
+// the bus transport), and the same with one leaf-spine link down. Wall time for shm/ofi
+// (min over trials of the slowest rank), the bus's modeled clock for the supernode (the
+// span from the last rank's entry to the last rank's exit). Ranks are processes (fork).
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sncl/sncl.h"
+#include "sncl/sncl_ext.h"
+
+namespace {
+
+struct Topology {
+  const char* name;
+  int nranks;
+  int perHost;          // > 0: SNCL_HOSTID splits ranks into hosts of this many
+  const char* file;     // SNCL_TOPO_FILE, or nullptr
+  const char* faults;   // SNCL_FAULTS, or nullptr
+  bool modeled;         // time by the bus's modeled clock
+  std::vector<const char*> algorithms;
+};
+
+constexpr int kMaxAlgos = 8, kMaxSizes = 16;
+struct Shared {  // written by each topology's rank 0, read by the parent
+  int cells;
+  int within;
+  double worst;
+};
+
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool ok(snclResult_t r, snclComm_t comm, const char* what) {
+  if (r == snclSuccess) return true;
+  fprintf(stderr, "planner_regret: %s failed: %s\n", what, snclGetLastError(comm));
+  return false;
+}
+
+// Time of one All-Reduce of bytes on comm, agreed by all ranks (the slowest rank's).
+bool timeCall(snclComm_t comm, const Topology& t, std::vector<float>& buf, size_t bytes, double* us) {
+  const size_t count = std::max<size_t>(1, bytes / sizeof(float));
+  const int iters = bytes <= (32u << 10) ? 20 : bytes <= (1u << 20) ? 5 : bytes <= (16u << 20) ? 2 : 1;
+  const int trials = bytes <= (16u << 20) ? 3 : 2;
+  double best = 1e300;
+  double span[2] = {0, 0};
+  if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "warm-up")) return false;
+  for (int trial = 0; trial < trials; ++trial) {
+    double local;
+    if (t.modeled) {
+      double start, end;
+      if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+      if (!ok(snclBusLastCallSpanUs(comm, &start, &end), comm, "modeled span")) return false;
+      span[0] = start;
+      span[1] = end;
+      if (!ok(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return false;
+      local = span[1] - span[0];
+    } else {
+      float sync = 0;
+      if (!ok(snclAllReduce(&sync, &sync, 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return false;
+      const double t0 = nowUs();
+      for (int i = 0; i < iters; ++i)
+        if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+      double elapsed = (nowUs() - t0) / iters;
+      if (!ok(snclAllReduce(&elapsed, &elapsed, 1, snclFloat64, snclMax, comm, nullptr), comm, "time max")) return false;
+      local = elapsed;
+    }
+    best = std::min(best, local);
+  }
+  *us = best;
+  return true;
+}
+
+int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, const std::vector<size_t>& sizes, Shared* out) {
+  if (t.perHost > 0) setenv("SNCL_HOSTID", ("vh" + std::to_string(rank / t.perHost)).c_str(), 1);
+  if (t.file) setenv("SNCL_TOPO_FILE", t.file, 1);
+  if (t.faults) setenv("SNCL_FAULTS", t.faults, 1);
+  std::vector<float> buf(sizes.back() / sizeof(float) + 1, 1.0f);
+  double us[kMaxAlgos + 1][kMaxSizes] = {};
+  const size_t nalgo = t.algorithms.size();
+  for (size_t a = 0; a <= nalgo; ++a) {  // a == nalgo: the automatic choice
+    if (a < nalgo) setenv("SNCL_ALGO", (std::string("allreduce:") + t.algorithms[a]).c_str(), 1);
+    else unsetenv("SNCL_ALGO");
+    snclComm_t comm = nullptr;
+    if (!ok(snclCommInitRank(&comm, t.nranks, ids[a], rank), nullptr, "init")) return 1;
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
+      if (meshTooBig) continue;  // not a candidate there: the planner runs ring instead
+      if (!timeCall(comm, t, buf, sizes[s], &us[a][s])) return 1;
+    }
+    if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
+  }
+  if (rank != 0) return 0;
+  printf("\n%s: %d ranks, %s\n%10s", t.name, t.nranks, t.modeled ? "modeled bus time (us)" : "wall time (us)", "bytes");
+  for (const char* a : t.algorithms) printf(" %10s", a);
+  printf(" %10s %8s  best\n", "auto", "regret");
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    double best = 1e300;
+    size_t bestA = 0;
+    printf("%10zu", sizes[s]);
+    for (size_t a = 0; a < nalgo; ++a) {
+      if (us[a][s] > 0) printf(" %10.1f", us[a][s]);
+      else printf(" %10s", "-");
+      if (us[a][s] > 0 && us[a][s] < best) best = us[a][s], bestA = a;
+    }
+    const double regret = us[nalgo][s] / best;
+    printf(" %10.1f %8.2f  %s%s\n", us[nalgo][s], regret, t.algorithms[bestA], regret <= 1.10 ? "" : "  <-- miss");
+    out->cells++;
+    out->within += regret <= 1.10;
+    out->worst = std::max(out->worst, regret);
+  }
+  fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t maxBytes = size_t(128) << 20;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--quick")) maxBytes = size_t(8) << 20;
+    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) maxBytes = strtoull(argv[++i], nullptr, 10);
+    else {
+      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N]\n");
+      return 2;
+    }
+  }
+  const char* file = getenv("SNCL_REGRET_TOPO");  // the supernode file, if not run from the source tree
+  if (!file) file = "topologies/supernode-4x4.json";
+  const bool haveFile = access(file, R_OK) == 0;
+  std::vector<Topology> topologies = {
+      {"flat shm", 8, 0, nullptr, nullptr, false, {"ring", "mesh", "tree", "hd"}},
+      {"2 hosts x 4 (shm + ofi)", 8, 4, nullptr, nullptr, false, {"ring", "mesh", "tree", "hd", "hier"}},
+  };
+  if (haveFile) {
+    topologies.push_back({"supernode 4x4 (bus)", 16, 0, file, nullptr, true, {"ring", "mesh", "tree", "hd", "hier"}});
+    topologies.push_back({"supernode 4x4, link n0.l1p0-l2p0.s0 down", 16, 0, file, "link=n0.l1p0-l2p0.s0:down", true,
+                          {"ring", "mesh", "tree", "hd", "hier"}});
+  } else {
+    fprintf(stderr, "planner_regret: %s not found (set SNCL_REGRET_TOPO): supernode cells skipped\n", file);
+  }
+  std::vector<size_t> sizes;
+  for (size_t b = 8; b <= maxBytes && sizes.size() < kMaxSizes; b *= 16) sizes.push_back(b);
+
+  auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) return 1;
+  *shared = {0, 0, 0};
+  int failures = 0;
+  for (const Topology& t : topologies) {
+    std::vector<snclUniqueId> ids(t.algorithms.size() + 1);
+    for (auto& id : ids)
+      if (snclGetUniqueId(&id) != snclSuccess) return 1;
+    std::vector<pid_t> pids;
+    for (int r = 0; r < t.nranks; ++r) {
+      pid_t pid = fork();
+      if (pid == 0) _exit(rankMain(t, r, ids, sizes, shared));
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failures += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+  }
+  printf("\ncells %d, auto within 10%% of the best in %d (%.0f%%), worst regret %.2f%s\n", shared->cells, shared->within,
+         shared->cells ? 100.0 * shared->within / shared->cells : 0.0, shared->worst, failures ? ", SOME RANKS FAILED" : "");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,190 @@
+// The planner's cost model on generated topologies: α-β from routes, shared links, the
+// choices it must get right, the plan cache per epoch, SNCL_ALGO and tuning files.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "lib/error.h"
+#include "lib/planner.h"
+#include "lib/topo/generators.h"
+
+using namespace sncl;
+
+namespace {
+
+std::shared_ptr<CostModel> modelOf(const topo::GeneratorParams& p, int nranks, Tuning tuning = defaultTuning(),
+                                   std::shared_ptr<topo::Graph>* keep = nullptr) {
+  auto g = std::make_shared<topo::Graph>();
+  REQUIRE(topo::generate(*g, p) == snclSuccess);
+  REQUIRE(g->finalize() == snclSuccess);
+  REQUIRE(g->mapRanks(nranks) == snclSuccess);
+  std::vector<topo::VertexId> rv;
+  for (int r = 0; r < nranks; ++r) rv.push_back(g->rankVertex(r));
+  if (keep) *keep = g;
+  return std::make_shared<CostModel>(g, rv, tuning);
+}
+
+double estimateOf(const Planner& p, Algorithm a, size_t bytes) {
+  for (const Plan& c : p.candidates(CollType::AllReduce, bytes))
+    if (c.algorithm == a) return c.estimateUs;
+  return -1;
+}
+
+topo::HostsParams twoLevel(int hosts, int perHost, double nicGBs) {
+  topo::HostsParams p = topo::uniformHosts(hosts, perHost, 1);
+  p.shm = {50, 0.01, topo::LinkKind::Shm};
+  p.nic = {nicGBs, 0.01, topo::LinkKind::Net};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("cost model: α and β of a pair follow the route and the link kind", "[planner][cost]") {
+  auto m = modelOf(twoLevel(2, 4, 1.0), 8);
+  const Tuning t = defaultTuning();
+  const auto inside = m->pair(0, 1), across = m->pair(0, 4);
+  CHECK(inside.kind == topo::LinkKind::Shm);
+  CHECK(across.kind == topo::LinkKind::Net);
+  CHECK(inside.alphaUs == Approx(t.kind[int(topo::LinkKind::Shm)].alphaUs + 0.02));
+  CHECK(across.alphaUs == Approx(t.kind[int(topo::LinkKind::Net)].alphaUs + 0.04));
+  CHECK(inside.betaGBs == Approx(t.kind[int(topo::LinkKind::Shm)].betaGBs));  // the transport caps the 50 GB/s link
+  CHECK(across.betaGBs == Approx(1.0));                                        // the NIC is the bottleneck
+}
+
+TEST_CASE("cost model: flows of one step share a link's bandwidth", "[planner][cost]") {
+  auto m = modelOf(twoLevel(2, 4, 1.0), 8);
+  const double mb = 1e6;
+  const double one = m->stepUs(std::vector<Flow>{{0, 4, mb}});
+  const double four = m->stepUs(std::vector<Flow>{{0, 4, mb}, {1, 5, mb}, {2, 6, mb}, {3, 7, mb}});
+  const double alpha = m->pair(0, 4).alphaUs;
+  CHECK(one - alpha == Approx(1000.0));        // 1 MB at 1 GB/s
+  CHECK(four - alpha == Approx(4000.0));       // four flows through one NIC
+  const double opposite = m->stepUs(std::vector<Flow>{{0, 4, mb}, {4, 0, mb}});
+  CHECK(opposite == Approx(one));              // links are full duplex
+}
+
+TEST_CASE("ring beats tree at large sizes on a uniform ring", "[planner][cost]") {
+  topo::TorusParams ring;
+  ring.dims = {16};
+  ring.link = {10, 0.5, topo::LinkKind::Bus};  // slower than the transport: links bound it
+  Planner p(0, modelOf(ring, 16), {});
+  const size_t big = size_t(256) << 20;
+  CHECK(estimateOf(p, Algorithm::Ring, big) < estimateOf(p, Algorithm::Tree, big));
+  CHECK(p.choose(CollType::AllReduce, big).algorithm == Algorithm::Ring);
+}
+
+TEST_CASE("tree and halving-doubling beat ring at small sizes on many ranks", "[planner][cost]") {
+  topo::ClosParams clos;
+  clos.nodes = 32;
+  clos.perNode = 8;
+  clos.spines = 4;
+  Planner p(0, modelOf(clos, 256), {.algoSpec = "^direct,hier"});
+  for (size_t bytes : {size_t(8), size_t(4096)}) {
+    const double ring = estimateOf(p, Algorithm::Ring, bytes);
+    CHECK(estimateOf(p, Algorithm::Tree, bytes) < ring);
+    CHECK(estimateOf(p, Algorithm::HalvingDoubling, bytes) < ring);
+    CHECK(p.choose(CollType::AllReduce, bytes).algorithm != Algorithm::Ring);
+  }
+}
+
+TEST_CASE("hierarchical wins on a two-level topology with slow outer links", "[planner][cost]") {
+  Planner p(0, modelOf(twoLevel(4, 8, 1.0), 32), {.algoSpec = "allreduce:ring,hier"});
+  REQUIRE(p.hierarchies().size() == 1);
+  CHECK(p.hierarchies()[0].name == "node");
+  for (size_t bytes : {size_t(1) << 20, size_t(64) << 20}) {
+    const Plan& plan = p.choose(CollType::AllReduce, bytes);
+    INFO(p.describe(plan));
+    CHECK(plan.algorithm == Algorithm::Hierarchical);
+  }
+  // The gain comes from the slow links: fewer steps pay their α and fewer bytes cross
+  // them. With outer links like the inner ones less is left (fewer steps still help).
+  const size_t mid = size_t(64) << 10;
+  const double slowGain = estimateOf(p, Algorithm::Ring, mid) / p.choose(CollType::AllReduce, mid).estimateUs;
+  Tuning fast = defaultTuning();
+  fast.kind[int(topo::LinkKind::Net)] = fast.kind[int(topo::LinkKind::Shm)];
+  Planner flat(0, modelOf(twoLevel(4, 8, 50.0), 32, fast), {.algoSpec = "allreduce:ring,hier"});
+  const double fastGain = estimateOf(flat, Algorithm::Ring, mid) / flat.choose(CollType::AllReduce, mid).estimateUs;
+  INFO("gain over ring at 64 KiB: slow outer links " << slowGain << ", fast " << fastGain);
+  CHECK(slowGain > 3.0);
+  CHECK(fastGain < slowGain);
+}
+
+TEST_CASE("plans are cached per epoch: a link down re-plans", "[planner][cost]") {
+  std::shared_ptr<topo::Graph> g;
+  auto m = modelOf(twoLevel(2, 4, 10.0), 8, defaultTuning(), &g);
+  Planner p(0, m, {});
+  const double before = p.choose(CollType::AllReduce, 1 << 20).estimateUs;
+  CHECK(p.choose(CollType::AllReduce, 1 << 20).estimateUs == before);
+  // Degrade host 0's NIC: every estimate that crosses hosts gets slower.
+  const topo::LinkId nic = g->findLink(g->findVertex("h0"), g->findVertex("switch"));
+  REQUIRE(nic != topo::kNone);
+  REQUIRE(g->setLinkState(nic, topo::LinkState::Degraded, 0.01) == snclSuccess);
+  CHECK(p.choose(CollType::AllReduce, 1 << 20).estimateUs > before);
+  // Down: the hosts are cut apart, nothing can be planned across them.
+  REQUIRE(g->setLinkState(nic, topo::LinkState::Down) == snclSuccess);
+  CHECK(p.candidates(CollType::AllReduce, 1 << 20).empty());
+}
+
+TEST_CASE("SNCL_ALGO: NCCL's syntax, mesh names direct", "[planner][algo]") {
+  auto m = modelOf(twoLevel(2, 4, 1.0), 8);
+  Planner mesh(0, m, {.algoSpec = "allreduce:mesh"});
+  CHECK(mesh.allowed(CollType::AllReduce, Algorithm::Direct));
+  CHECK(!mesh.allowed(CollType::AllReduce, Algorithm::Ring));
+  CHECK(mesh.allowed(CollType::Broadcast, Algorithm::Chain));
+  CHECK(mesh.choose(CollType::AllReduce, 1024).algorithm == Algorithm::Direct);
+  // Above the direct limit the bandwidth-bound ring runs instead.
+  CHECK(mesh.choose(CollType::AllReduce, size_t(64) << 20).algorithm == Algorithm::Ring);
+  Planner noTree(0, m, {.algoSpec = "^tree,hd"});
+  CHECK(!noTree.allowed(CollType::AllReduce, Algorithm::Tree));
+  CHECK(!noTree.allowed(CollType::AllReduce, Algorithm::HalvingDoubling));
+  CHECK(noTree.allowed(CollType::AllReduce, Algorithm::Hierarchical));
+  for (const Plan& c : noTree.candidates(CollType::AllReduce, 8)) {
+    CHECK(c.algorithm != Algorithm::Tree);
+    CHECK(c.algorithm != Algorithm::HalvingDoubling);
+  }
+  Planner hier(0, m, {.algoSpec = "hierarchical"});
+  CHECK(hier.choose(CollType::AllReduce, 1 << 20).algorithm == Algorithm::Hierarchical);
+}
+
+TEST_CASE("other collectives: ring, chain and direct by the cost model", "[planner][cost]") {
+  Planner p(0, modelOf(twoLevel(2, 4, 1.0), 8), {});
+  CHECK(p.choose(CollType::AllGather, 64).algorithm == Algorithm::Direct);
+  CHECK(p.choose(CollType::AllGather, size_t(64) << 20).algorithm == Algorithm::Ring);
+  CHECK(p.choose(CollType::Broadcast, size_t(64) << 20).algorithm == Algorithm::Chain);
+  CHECK(p.choose(CollType::AlltoAll, 64).algorithm == Algorithm::Direct);
+}
+
+TEST_CASE("tuning files: figures per link kind, clear errors", "[planner][tuning]") {
+  Tuning t;
+  REQUIRE(parseTuning(R"({"version": 1, "mem_gbs": 12.5, "links": {"shm": {"alpha_us": 2.5, "beta_gbs": 6},
+                          "ofi": {"alpha_us": 30, "beta_gbs": 0.5}}})",
+                      "t.json", &t) == snclSuccess);
+  CHECK(t.memGBs == 12.5);
+  CHECK(t.kind[int(topo::LinkKind::Shm)].alphaUs == 2.5);
+  CHECK(t.kind[int(topo::LinkKind::Net)].betaGBs == 0.5);
+  CHECK(t.kind[int(topo::LinkKind::Bus)].alphaUs == defaultTuning().kind[int(topo::LinkKind::Bus)].alphaUs);
+  // What sncl-tune writes reads back.
+  std::array<bool, topo::kNumLinkKinds> measured{};
+  measured[int(topo::LinkKind::Shm)] = measured[int(topo::LinkKind::Net)] = true;
+  Tuning back;
+  REQUIRE(parseTuning(tuningJson(t, measured), "back.json", &back) == snclSuccess);
+  CHECK(back.kind[int(topo::LinkKind::Net)].alphaUs == 30);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"{", "syntax"},
+      {"[]", "expected an object"},
+      {R"({"links": {"shm": {"alpha_us": -1, "beta_gbs": 1}}})", "/links/shm/alpha_us"},
+      {R"({"links": {"wormhole": {}}})", "unknown link kind"},
+      {R"({"links": {"shm": {"alpha": 1}}})", "/links/shm/alpha"},
+      {R"({"version": 2})", "version"},
+      {R"({"mem_gbs": "fast"})", "/mem_gbs"},
+  };
+  for (auto [text, expect] : bad) {
+    INFO(text);
+    CHECK(parseTuning(text, "bad.json", &t) == snclInvalidArgument);
+    const std::string msg = lastError();
+    CHECK(msg.find("bad.json") != std::string::npos);
+    CHECK(msg.find(expect) != std::string::npos);
+  }
+  CHECK(loadTuning("/nonexistent/tuning.json", &t) == snclInvalidArgument);
+}

@@ -1,0 +1,210 @@
+// BusTransport: faults (injection, triggers), health shared through the segment, the
+// failure they cause, and the counters.
+#include <algorithm>
+
+#include "lib/log.h"
+#include "transports/bus/bus_transport.h"
+
+namespace sncl::bus {
+namespace {
+
+std::string describeChannel(const topo::Graph& g, uint64_t channel) {
+  const topo::LinkId l = topo::LinkId(channel / 2);
+  const bool forward = channel % 2 == 0;
+  return fmt::format("{}>{}", g.vertexName(forward ? g.linkA(l) : g.linkB(l)),
+                     g.vertexName(forward ? g.linkB(l) : g.linkA(l)));
+}
+
+}  // namespace
+
+BusTransport::~BusTransport() {
+  if (!state_) return;
+  const uint32_t gone = state_->header().detached.fetch_add(1) + 1;
+  // The last rank out prints the counters all ranks shared.
+  if (gone != uint32_t(nranks_) || log::level() < log::Level::Info || !log::enabled(log::Subsys::Transport)) return;
+  const topo::Graph& g = topology_->graph();
+  std::string lines;
+  for (uint64_t c = 0; c < state_->channelCount(); ++c) {
+    const Channel& ch = state_->channel(c);
+    if (!ch.chunks.load() && !ch.errors.load()) continue;
+    lines += fmt::format("\n  {:<32} {:>14} bytes {:>9} chunks {:>12.1f} us busy {:>5} errors {:>5} jittered",
+                         describeChannel(g, c), ch.bytes.load(), ch.chunks.load(),
+                         double(ch.busyWallNs.load()) / options_.timescale / 1000, ch.errors.load(), ch.jittered.load());
+  }
+  log::info(log::Subsys::Transport, "bus: {}link counters (modeled time){}", commName_.empty() ? "" : commName_ + " ",
+            lines.empty() ? std::string(" none") : lines);
+}
+
+Result BusTransport::injectFaults(std::string_view spec) {
+  if (!state_) return fail(snclInvalidUsage, "bus: faults injected before setup");
+  std::vector<Fault> faults;
+  SNCL_CHECK(parseFaults(spec, topology_->graph(), nranks_, &faults));
+  for (const Fault& f : faults) {
+    if (f.trigger == Fault::Trigger::Now) SNCL_CHECK(applyFault(f));
+    else pending_.push_back(f);
+  }
+  syncHealth();
+  return snclSuccess;
+}
+
+// Writes the fault into the shared segment, where every rank sees it.
+Result BusTransport::applyFault(const Fault& f) {
+  Header& h = state_->header();
+  const uint64_t now = wallNs();
+  log::info(log::Subsys::Fault, "bus: rank {} applies fault \"{}\"", rank_, f.text);
+  switch (f.kind) {
+    case Fault::Kind::LinkDown: {
+      LinkHealth& l = state_->link(f.link);
+      uint64_t never = 0;
+      l.downAtNs.compare_exchange_strong(never, now);  // the first rank to apply it sets the time
+      l.state.store(uint32_t(Health::Down), std::memory_order_release);
+      break;
+    }
+    case Fault::Kind::LinkUp: {
+      LinkHealth& l = state_->link(f.link);
+      l.state.store(uint32_t(Health::Up), std::memory_order_release);
+      l.downAtNs.store(0);
+      break;
+    }
+    case Fault::Kind::LinkDegrade: {
+      LinkHealth& l = state_->link(f.link);
+      l.slowdownX1k.store(uint32_t(std::llround(f.slowdown * 1000)));
+      l.state.store(uint32_t(Health::Degraded), std::memory_order_release);
+      break;
+    }
+    case Fault::Kind::Jitter:
+      h.jitterWallNs.store(uint64_t(f.jitterUs * 1000 * options_.timescale));
+      h.jitterPpm.store(uint64_t(std::llround(f.jitterFraction * 1e6)));
+      return snclSuccess;
+    case Fault::Kind::RankKill: {
+      uint64_t alive = 0;
+      state_->rank(f.rank).deadAtNs.compare_exchange_strong(alive, now);
+      break;
+    }
+  }
+  h.healthEpoch.fetch_add(1, std::memory_order_acq_rel);
+  return snclSuccess;
+}
+
+// Fires pending faults whose trigger came: op=N as this rank begins its N-th call (a
+// rank's kill only on that rank), t=T once T modeled microseconds passed since setup.
+void BusTransport::checkTriggers(bool atCallBegin) {
+  if (pending_.empty()) return;
+  const double elapsedUs = double(wallNs() - state_->header().originNs) / options_.timescale / 1000;
+  for (size_t i = 0; i < pending_.size();) {
+    const Fault& f = pending_[i];
+    const bool due = (f.trigger == Fault::Trigger::Op && atCallBegin && calls_ >= f.op) ||
+                     (f.trigger == Fault::Trigger::Time && elapsedUs >= f.atUs);
+    if (!due) {
+      ++i;
+      continue;
+    }
+    if (f.kind != Fault::Kind::RankKill || f.rank == rank_) {
+      if (applyFault(f) != snclSuccess) log::warn("bus: fault \"{}\" could not be applied: {}", f.text, lastError());
+    }
+    pending_.erase(pending_.begin() + ptrdiff_t(i));
+  }
+  syncHealth();
+}
+
+// Brings this rank's topology to the shared health: a lost rank, or a down link that a
+// route of the comm crossed, fails the bus (after the detection time); other changes
+// re-route. Runs only when the shared epoch moved.
+void BusTransport::syncHealth() {
+  const uint64_t epoch = state_->header().healthEpoch.load(std::memory_order_acquire);
+  if (epoch == seenHealthEpoch_) return;
+  seenHealthEpoch_ = epoch;
+  for (int r = 0; r < nranks_; ++r) {
+    const uint64_t deadAt = state_->rank(r).deadAtNs.load(std::memory_order_acquire);
+    if (!deadAt) continue;
+    if (r == rank_)
+      failAll(snclSystemError, fmt::format("bus: rank {} was killed by fault injection", rank_), deadAt);
+    else
+      failAll(snclRemoteError,
+              fmt::format("bus: rank {} stopped responding (killed by fault injection); rank {} detected it after "
+                          "{} us (modeled)",
+                          r, rank_, options_.detectUs),
+              deadAt + detectWallNs_);
+  }
+  const topo::Graph& g = topology_->graph();
+  topo::Route route;
+  for (topo::LinkId l = 0; l < g.linkCount(); ++l) {
+    const LinkHealth& lh = state_->link(l);
+    const auto health = Health(lh.state.load(std::memory_order_acquire));
+    const double factor = health == Health::Degraded ? 1000.0 / std::max<uint32_t>(1001, lh.slowdownX1k.load()) : 1.0;
+    const topo::LinkState want = health == Health::Down       ? topo::LinkState::Down
+                                 : health == Health::Degraded ? topo::LinkState::Degraded
+                                                              : topo::LinkState::Up;
+    if (g.linkState(l) == want && (want != topo::LinkState::Degraded || g.linkFactor(l) == float(factor))) continue;
+    if (want == topo::LinkState::Down && failCode_ == snclSuccess) {
+      // Did a route of the comm cross it? Then bytes in flight on it are lost to the model.
+      bool used = false;
+      for (int a = 0; a < nranks_ && !used; ++a)
+        for (int b = 0; b < nranks_ && !used; ++b) {
+          if (a == b || topology_->routeRanks(a, b, &route) != snclSuccess) continue;
+          for (const topo::LinkShare& s : route.shares) used |= s.link == l;
+        }
+      if (used) {
+        failLink_ = l;
+        failAll(snclRemoteError,
+                fmt::format("bus: link {} is down; rank {} detected it after {} us (modeled); the comm's routes cross it",
+                            g.linkName(l), rank_, options_.detectUs),
+                lh.downAtNs.load() + detectWallNs_);
+      }
+    }
+    if (topology_->setLinkState(l, want, factor) != snclSuccess)
+      log::warn("bus: rank {}: link {} cannot take state {}: {}", rank_, g.linkName(l), topo::stateName(want),
+                lastError());
+  }
+  if (failCode_ != snclSuccess) return;  // routes stay as they were: counters name the lost link
+  if (computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
+  for (int peer = 0; peer < nranks_; ++peer)
+    if (pairs_[peer].served && pairs_[peer].hops.empty() && failCode_ == snclSuccess)
+      failAll(snclRemoteError, fmt::format("bus: rank {} cannot reach rank {}: links are down", rank_, peer), wallNs());
+}
+
+// A transfer of this rank that the lost link failed: an error on the link direction it
+// would have crossed (a receive: the reverse of this rank's route to the peer).
+void BusTransport::countLostTransfer(const Request& r) {
+  if (failLink_ == topo::kNone) return;
+  for (const Hop& h : pairs_[r.peer].hops)
+    if (h.channel / 2 == failLink_) state_->channel(r.isSend ? h.channel : h.channel ^ 1).errors.fetch_add(1);
+}
+
+// The bus fails for this rank from atNs on: every outstanding and later request fails
+// then with code and message. Pairs stop moving bytes (what shm holds is abandoned).
+void BusTransport::failAll(Result code, std::string message, uint64_t atNs) {
+  if (failCode_ != snclSuccess) return;
+  failCode_ = code;
+  failMessage_ = std::move(message);
+  failAtNs_ = atNs;
+  for (Pair& p : pairs_) p.sends = Queue{}, p.recvs = Queue{};
+  log::info(log::Subsys::Fault, "{}", failMessage_);
+}
+
+Result BusTransport::linkCounters(std::string_view link, snclBusCounters_t* out) const {
+  if (!state_) return fail(snclInvalidUsage, "bus: counters before setup");
+  *out = snclBusCounters_t{};
+  const topo::Graph& g = topology_->graph();
+  auto add = [&](uint64_t c) {
+    const Channel& ch = state_->channel(c);
+    out->bytes += ch.bytes.load();
+    out->chunks += ch.chunks.load();
+    out->errors += ch.errors.load();
+    out->jittered += ch.jittered.load();
+    out->busyUs += double(ch.busyWallNs.load()) / options_.timescale / 1000;
+  };
+  if (link.empty()) {
+    for (uint64_t c = 0; c < state_->channelCount(); ++c) add(c);
+    return snclSuccess;
+  }
+  const size_t dash = link.find('-');
+  const topo::VertexId a = dash == std::string_view::npos ? topo::kNone : g.findVertex(link.substr(0, dash));
+  const topo::VertexId b = dash == std::string_view::npos ? topo::kNone : g.findVertex(link.substr(dash + 1));
+  const topo::LinkId l = a == topo::kNone || b == topo::kNone ? topo::kNone : g.findLink(a, b);
+  if (l == topo::kNone) return fail(snclInvalidArgument, "bus: no link \"{}\" in topology {}", link, g.name());
+  add(2ull * l + (g.linkA(l) == a ? 0 : 1));
+  return snclSuccess;
+}
+
+}  // namespace sncl::bus

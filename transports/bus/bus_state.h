@@ -1,0 +1,106 @@
+// The bus's shared segment: one per comm, mapped by every rank, holding what all ranks of
+// the emulated supernode must see alike: a reservation clock and counters per link
+// direction, the health of every link, the liveness of every rank, jitter settings, and
+// per ordered pair of ranks a ring of chunk arrival times (the sender writes the modeled
+// arrival of each chunk it sends; the receiver reads it when the chunk's bytes came).
+//
+// All times are CLOCK_MONOTONIC nanoseconds ("wall"); the model runs on the wall clock
+// slowed by the timescale, so a modeled duration is a wall duration / timescale.
+#pragma once
+
+#include <time.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "lib/error.h"
+#include "lib/transport.h"
+
+namespace sncl::bus {
+
+inline uint64_t wallNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+struct alignas(64) Channel {
+  std::atomic<uint64_t> busyUntil;  // wall ns until which this link direction is reserved
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> chunks;
+  std::atomic<uint64_t> busyWallNs;
+  std::atomic<uint64_t> errors;
+  std::atomic<uint64_t> jittered;
+};
+
+enum class Health : uint32_t { Up = 0, Down = 1, Degraded = 2 };
+
+struct LinkHealth {
+  std::atomic<uint32_t> state;        // Health
+  std::atomic<uint32_t> slowdownX1k;  // degraded: transfers take this / 1000 times longer
+  std::atomic<uint64_t> downAtNs;     // wall time it went down
+};
+
+struct RankHealth {
+  std::atomic<uint64_t> deadAtNs;  // 0: alive; else wall time it stopped responding
+};
+
+struct ArrivalEntry {
+  std::atomic<uint64_t> seq;  // chunk sequence number + 1 of the pair (0: never written)
+  uint64_t arrivalNs;
+};
+
+struct Header {
+  uint64_t magic;
+  uint32_t nranks;
+  uint32_t nlinks;
+  uint32_t ringEntries;
+  uint32_t pad;
+  uint64_t originNs;                   // wall time of setup: t=0 of time triggers
+  std::atomic<uint64_t> healthEpoch;   // bumped on every change of link or rank health
+  std::atomic<uint64_t> jitterPpm;     // fraction of chunks delayed, parts per million
+  std::atomic<uint64_t> jitterWallNs;  // their extra delay
+  std::atomic<uint32_t> detached;      // ranks that closed their transport
+};
+
+// The mapped segment and typed views of it.
+class SharedState {
+ public:
+  // Collective: rank 0 creates the segment, every rank maps it, rank 0 unlinks it once all
+  // did. ringEntries per ordered pair.
+  static Result open(const TransportContext& ctx, uint64_t key, uint32_t nlinks, uint32_t ringEntries,
+                     std::unique_ptr<SharedState>* out);
+
+  Header& header() const { return *header_; }
+  Channel& channel(uint64_t id) const { return channels_[id]; }
+  size_t channelCount() const { return size_t(header_->nlinks) * 2; }
+  LinkHealth& link(uint32_t l) const { return links_[l]; }
+  RankHealth& rank(int r) const { return ranks_[r]; }
+  // Ring of the ordered pair src -> dst.
+  ArrivalEntry* ring(int src, int dst) const {
+    return rings_ + (size_t(src) * header_->nranks + size_t(dst)) * header_->ringEntries;
+  }
+  // Chunks of src -> dst the receiver has read (the sender may reuse entries below it).
+  std::atomic<uint64_t>& consumed(int src, int dst) const {
+    return consumed_[size_t(src) * header_->nranks + size_t(dst)].v;
+  }
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> v;
+  };
+  SharedState() = default;
+  void bind(char* base);
+
+  std::shared_ptr<void> keep_;  // the mapping (or the in-process segment)
+  Header* header_ = nullptr;
+  Channel* channels_ = nullptr;
+  LinkHealth* links_ = nullptr;
+  RankHealth* ranks_ = nullptr;
+  Counter* consumed_ = nullptr;
+  ArrivalEntry* rings_ = nullptr;
+};
+
+}  // namespace sncl::bus
