@@ -12,9 +12,9 @@ trap 'rm -f "$err"' EXIT
 echo "| algorithm | faults | time (us) | algbw (GB/s) | busbw (GB/s) | bounded by |"
 echo "|---|---|---|---|---|---|"
 for f in "" "$faults"; do
-  for algo in auto ring tree hd direct; do
+  for algo in auto ring tree hd hier direct; do
     if out=$("$sim" --topo "$topo" --algo "$algo" --size 1G --faults "$f" --json 2>"$err"); then
-      echo "$out" | jq -r --arg f "${f:-none}" '"| \(if .algorithm == "ring" and $ARGS.named.a == "auto" then "auto: " else "" end)\(.algorithm) | \($f) | \(.time_us | floor) | \(.algbw_gbs * 10 | floor / 10) | \(.busbw_gbs * 10 | floor / 10) | step \(.critical.step) x\(.critical.repeats), rank \(.critical.rank) \(if .critical.sending then "to" else "from" end) \(.critical.peer), \(.critical.bottleneck) |"' --arg a "$algo"
+      echo "$out" | jq -r --arg f "${f:-none}" '"| \(if $ARGS.named.a == "auto" then "auto: " else "" end)\(.algorithm) | \($f) | \(.time_us | floor) | \(.algbw_gbs * 10 | floor / 10) | \(.busbw_gbs * 10 | floor / 10) | step \(.critical.step) x\(.critical.repeats), rank \(.critical.rank) \(if .critical.sending then "to" else "from" end) \(.critical.peer), \(.critical.bottleneck) |"' --arg a "$algo"
     else
       echo "| $algo | ${f:-none} | - | - | - | $(tail -1 "$err" | sed 's/^sncl-sim: //') |"
     fi

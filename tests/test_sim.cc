@@ -72,14 +72,14 @@ sim::Workload oneStep(int n, std::vector<std::vector<algo::Op>> ops) {
 algo::Op send(int peer, size_t bytes) { return {algo::OpKind::Send, algo::Buf::Input, algo::Buf::Input, peer, 0, 0, 0, bytes}; }
 algo::Op recv(int peer, size_t bytes) { return {algo::OpKind::Recv, algo::Buf::Output, algo::Buf::Output, peer, 0, 0, 0, bytes}; }
 
-sim::Workload allReduce(const std::string& algo, int n, size_t bytes, size_t chunk) {
+sim::Workload allReduce(const Graph& g, const std::string& algo, int n, size_t bytes, size_t chunk) {
   sim::WorkloadSpec spec;
   spec.algorithm = algo;
   spec.bytes = bytes;
   spec.elemSize = 4;
   spec.chunkBytes = chunk;
   sim::Planned p;
-  REQUIRE(sim::makeWorkload(spec, n, &p) == snclSuccess);
+  REQUIRE(sim::makeWorkload(g, spec, n, &p) == snclSuccess);
   return p.workload;
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("sim: ring All-Reduce on a uniform ring takes 2(n-1)(alpha + S/(n beta
     p.link = {kBeta, kAlpha, LinkKind::Bus};
     Graph g = build(p);
     const size_t bytes = size_t(n) << 20;
-    auto w = allReduce("ring", n, bytes, bytes);  // one round
+    auto w = allReduce(g, "ring", n, bytes, bytes);  // one round
     const double expect = 2.0 * (n - 1) * (kAlpha + double(bytes) / n / (kBeta * 1e3));
     for (bool exact : {true, false}) CHECK(run(g, w, exact) == Approx(expect).epsilon(0.01));
   }
@@ -124,7 +124,7 @@ TEST_CASE("sim: halving-doubling on a full mesh matches its closed form") {
   for (int n : {8, 16, 6, 12}) {
     Graph g = build(mesh(n));
     const size_t bytes = size_t(48) << 20;
-    auto w = allReduce("hd", n, bytes, 1 << 20);
+    auto w = allReduce(g, "hd", n, bytes, 1 << 20);
     // The algorithm's own estimate with free reductions.
     const double expect = algo::HalvingDoublingAllReduce::estimateUs(n, bytes, kAlpha, kBeta, 1e12);
     for (bool exact : {true, false}) CHECK(run(g, w, exact) == Approx(expect).epsilon(0.01));
@@ -138,7 +138,7 @@ TEST_CASE("sim: tree on a full mesh") {
   for (int n : {8, 16, 32}) {
     Graph g = build(mesh(n));
     const size_t chunk = 1 << 20, bytes = 2 * chunk;
-    auto w = allReduce("tree", n, bytes, chunk);
+    auto w = allReduce(g, "tree", n, bytes, chunk);
     const double steps = double(algo::TreeAllReduce::stepBound(n, bytes / 4, chunk / 4));
     for (bool exact : {true, false})
       CHECK(run(g, w, exact, nullptr, 0, 0) == Approx(steps * (kAlpha + double(chunk) / (kBeta * 1e3))).epsilon(0.01));
@@ -149,7 +149,7 @@ TEST_CASE("sim: tree on a full mesh") {
   for (int n : {8, 16, 32}) {
     Graph g = build(mesh(n));
     const size_t chunk = 1 << 20, bytes = size_t(32) << 20;
-    auto w = allReduce("tree", n, bytes, chunk);
+    auto w = allReduce(g, "tree", n, bytes, chunk);
     const double steps = double(algo::TreeAllReduce::stepBound(n, bytes / 4, chunk / 4));
     for (bool exact : {true, false}) {
       const double t = run(g, w, exact);
@@ -165,7 +165,7 @@ TEST_CASE("sim: reductions cost bytes over memory bandwidth") {
   p.link = {kBeta, kAlpha, LinkKind::Bus};
   Graph g = build(p);
   const size_t bytes = size_t(4) << 20;
-  auto w = allReduce("ring", 4, bytes, bytes);
+  auto w = allReduce(g, "ring", 4, bytes, bytes);
   const double mem = 5.0;  // GB/s
   // Each reduce-scatter step reduces S/n after its message arrived.
   const double expect = 6 * (kAlpha + double(bytes) / 4 / (kBeta * 1e3)) + 3 * double(bytes) / 4 / (mem * 1e3);
@@ -184,7 +184,7 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
   Graph g = build(p);
   const int n = 128;
   for (const char* algo : {"ring", "hd", "tree"}) {
-    auto w = allReduce(algo, n, size_t(64) << 20, 1 << 20);
+    auto w = allReduce(g, algo, n, size_t(64) << 20, 1 << 20);
     // Rendezvous messages (none buffered): lockstep is what the exact engine does too.
     sim::SimResult exact, agg;
     run(g, w, true, &exact, 400, 0);
@@ -204,7 +204,7 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
 
 TEST_CASE("sim: direct All-Reduce needs its messages buffered") {
   Graph g = build(mesh(8));
-  auto w = allReduce("direct", 8, 1 << 20, 1 << 20);
+  auto w = allReduce(g, "direct", 8, 1 << 20, 1 << 20);
   const double t = run(g, w, true);
   // Every input leaves at once over its own link; then the receives are reduced in rank
   // order (free here), so one message time.
@@ -234,7 +234,7 @@ TEST_CASE("sim: bundled parallel channels give the unbundled answer, with and wi
         if (g.tier(g.linkPeer(cand, g.findVertex("r0.l1p0"))) == 2) l = cand;
       REQUIRE(g.setLinkState(l, LinkState::Down) == snclSuccess);
     }
-    auto w = allReduce("hd", 32, size_t(16) << 20, 1 << 20);
+    auto w = allReduce(g, "hd", 32, size_t(16) << 20, 1 << 20);
     sim::Network net(g);
     sim::SimOptions on, off;
     off.bundle = false;
@@ -247,13 +247,15 @@ TEST_CASE("sim: bundled parallel channels give the unbundled answer, with and wi
 
 TEST_CASE("sim: fault specs") {
   std::vector<sim::LinkFault> f;
-  REQUIRE(sim::parseFaults("link=a-b:down;link=c-d:degrade=0.25", &f) == snclSuccess);
-  REQUIRE(f.size() == 2);
+  // docs/faults.md's link forms: degrade=F makes transfers F times slower.
+  REQUIRE(sim::parseFaults("link=a-b:down; link=c-d:degrade=4;link=a-b:up", &f) == snclSuccess);
+  REQUIRE(f.size() == 3);
   CHECK(f[0].state == LinkState::Down);
   CHECK(f[1].state == LinkState::Degraded);
   CHECK(f[1].factor == 0.25);
-  for (const char* bad : {"link=a-b", "link=a:down", "link=a-b:up", "link=a-b:degrade=2", "link=a-b:degrade=x",
-                          "rank=3:kill", "link=a-b-c:down"})
+  CHECK(f[2].state == LinkState::Up);
+  for (const char* bad : {"link=a-b", "link=a:down", "link=a-b:sideways", "link=a-b:degrade=0.5", "link=a-b:degrade=x",
+                          "rank=3:kill", "jitter=0.1:2us", "link=a-b-c:down", "link=a-b:down@op=3"})
     CHECK(sim::parseFaults(bad, &f) == snclInvalidArgument);
 
   // A link down: the ring goes around it (two more hops for one message per step), and a
@@ -262,7 +264,7 @@ TEST_CASE("sim: fault specs") {
   p.dims = {8};
   p.link = {kBeta, kAlpha, LinkKind::Bus};
   Graph g = build(p);
-  auto w = allReduce("ring", 8, size_t(8) << 20, size_t(8) << 20);
+  auto w = allReduce(g, "ring", 8, size_t(8) << 20, size_t(8) << 20);
   const double healthy = run(g, w, true);
   std::vector<sim::LinkFault> bad;
   REQUIRE(sim::parseFaults("link=nothere-t1:down", &bad) == snclSuccess);

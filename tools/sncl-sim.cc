@@ -2,7 +2,7 @@
 // library's own planner and schedules (docs/simulator.md).
 //
 //   sncl-sim --topo FILE [--ranks N] [--coll allreduce] [--size 1G] [--dtype float32]
-//            [--algo auto|ring|direct|chain|tree|hd] [--faults SPEC] [--engine auto|exact|aggregated]
+//            [--algo auto|ring|direct|chain|tree|hd|hier] [--faults SPEC] [--engine auto|exact|aggregated]
 //            [--mem-gbs F] [--chunk BYTES] [--eager-bytes B] [--reps N] [--json]
 #include <sys/resource.h>
 
@@ -30,7 +30,9 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --size S           nccl-tests' size in bytes, suffixes K M G (powers of 1024); default 1G
   --dtype T          float32 (default), float16, bfloat16, float64, int8, uint8, int32,
                      uint32, int64, uint64
-  --algo A           auto (the planner's choice, default), ring, direct, chain, tree, hd
+  --algo A           auto (the planner's choice, default), ring, direct, chain, tree, hd,
+                     hier (the best hierarchical variant) or one the planner describes,
+                     e.g. 'hier[node](ring/tree)'
   --faults SPEC      link=A-B:down;link=C-D:degrade=0.5 (applied before simulating)
   --engine E         auto (default: exact up to 256 ranks, else aggregated), exact, aggregated
   --mem-gbs F        reduction and copy bandwidth per rank, GB/s (default 400; 0: free)
@@ -160,9 +162,9 @@ int main(int argc, char** argv) {
   if (n < g.rankCount() && g.mapRanks(n) != snclSuccess) return error(lastError());
 
   sim::Network net(g);
-  if (sim::linkCostOf(net, n, memGBs, &spec.link) != snclSuccess) return error(lastError());
+  spec.memGBs = memGBs;
   sim::Planned planned;
-  if (sim::makeWorkload(spec, n, &planned) != snclSuccess) return error(lastError());
+  if (sim::makeWorkload(g, spec, n, &planned) != snclSuccess) return error(lastError());
   sim::SimOptions opts;
   opts.memGBs = memGBs;
   opts.eagerBytes = eager;
@@ -188,6 +190,7 @@ int main(int argc, char** argv) {
     j["dtype"] = dtype;
     j["algorithm"] = planned.algorithm;
     j["planner_choice"] = planned.plannerChoice;
+    j["planner_candidates"] = planned.candidates;
     j["engine"] = exact ? "exact" : "aggregated";
     j["time_us"] = res.timeUs;
     j["algbw_gbs"] = algbw;
@@ -214,6 +217,7 @@ int main(int argc, char** argv) {
   fmt::print("topology   {} ({} ranks){}\n", g.name(), n, faults.empty() ? "" : ", faults: " + faults);
   fmt::print("collective {} {} B {}, algorithm {} (planner: {}), {} engine\n", coll, bytes, dtype, planned.algorithm,
              planned.plannerChoice, exact ? "exact" : "aggregated");
+  fmt::print("candidates {}\n", planned.candidates);
   fmt::print("time       {:.2f} us   algbw {:.2f} GB/s   busbw {:.2f} GB/s\n", res.timeUs, algbw, busbw);
   fmt::print("simulated  {} messages, {} steps, {} segments\n", res.messages, res.steps, res.segments);
   if (c.rank >= 0) {

@@ -14,9 +14,14 @@ Result parseFaults(std::string_view spec, std::vector<LinkFault>* out) {
     if (end == std::string_view::npos) end = spec.size();
     std::string entry(spec.substr(pos, end - pos));
     pos = end + 1;
+    while (!entry.empty() && entry.front() == ' ') entry.erase(0, 1);
+    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
     if (entry.empty()) continue;
     if (entry.rfind("link=", 0) != 0)
-      return fail(snclInvalidArgument, "faults: '{}': only link=A-B:down and link=A-B:degrade=F are simulated", entry);
+      return fail(snclInvalidArgument, "faults: '{}': only link faults (link=A-B:down|up|degrade=F) are simulated", entry);
+    if (entry.find('@') != std::string::npos)
+      return fail(snclInvalidArgument, "faults: '{}': triggers are not simulated; faults hold for the whole collective",
+                  entry);
     const size_t colon = entry.find(':');
     const std::string pair = entry.substr(5, colon == std::string::npos ? std::string::npos : colon - 5);
     const size_t dash = pair.find('-');
@@ -27,16 +32,20 @@ Result parseFaults(std::string_view spec, std::vector<LinkFault>* out) {
     const std::string what = entry.substr(colon + 1);
     if (what == "down") {
       f.state = topo::LinkState::Down;
+    } else if (what == "up") {
+      f.state = topo::LinkState::Up;
     } else if (what.rfind("degrade=", 0) == 0) {
       const std::string num = what.substr(8);
       char* e = nullptr;
       errno = 0;
-      f.factor = std::strtod(num.c_str(), &e);
-      if (num.empty() || errno || *e || !std::isfinite(f.factor) || f.factor < topo::kMinDegradeFactor || f.factor >= 1)
-        return fail(snclInvalidArgument, "faults: '{}': degrade factor must be in [{}, 1)", entry, topo::kMinDegradeFactor);
+      const double slower = std::strtod(num.c_str(), &e);
+      if (num.empty() || errno || *e || !std::isfinite(slower) || slower <= 1 || 1 / slower < topo::kMinDegradeFactor)
+        return fail(snclInvalidArgument, "faults: '{}': degrade factor must be above 1 (and at most {})", entry,
+                    1 / topo::kMinDegradeFactor);
       f.state = topo::LinkState::Degraded;
+      f.factor = 1 / slower;
     } else {
-      return fail(snclInvalidArgument, "faults: '{}': unknown link state '{}' (down, degrade=F)", entry, what);
+      return fail(snclInvalidArgument, "faults: '{}': unknown link action '{}' (down, up, degrade=F)", entry, what);
     }
     out->push_back(std::move(f));
   }

@@ -2,9 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+
+#include "algorithms/direct.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/hierarchical.h"
+#include "algorithms/ring.h"
 #include "algorithms/tree.h"
-#include "lib/topo/route.h"
+#include "lib/cost_model.h"
 
 namespace sncl::sim {
 
@@ -17,23 +22,22 @@ bool parseColl(const std::string& name, CollType* out) {
   return false;
 }
 
-Result linkCostOf(Network& net, int nranks, double memGBs, LinkCost* out) {
-  *out = LinkCost{};
-  out->memGBs = memGBs > 0 ? memGBs : 1e9;
-  if (nranks < 2) return snclSuccess;
-  const Path* far = nullptr;
-  SNCL_CHECK(net.path(0, nranks / 2, &far));
-  out->alphaUs = far->latencyUs;
-  topo::Route r;
-  SNCL_CHECK(net.graph().routeRanks(0, 1, &r));
-  if (r.reachable) out->betaGBs = r.bandwidthGBps;
-  return snclSuccess;
+namespace {
+
+bool matches(const Planner& p, const Plan& plan, const std::string& name) {
+  if (name == "hd") return plan.algorithm == Algorithm::HalvingDoubling;
+  if (name == "hier") return plan.algorithm == Algorithm::Hierarchical;
+  return name == algorithmName(plan.algorithm) || name == p.describe(plan);
 }
 
-Result makeWorkload(const WorkloadSpec& spec, int nranks, Planned* out) {
+}  // namespace
+
+Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, Planned* out) {
   *out = Planned{};
   const CollType coll = spec.coll;
   const size_t n = size_t(nranks), elem = spec.elemSize;
+  if (nranks < 1 || nranks > g.rankCount())
+    return fail(snclInvalidArgument, "simulator: {} ranks on a topology with {} mapped", nranks, g.rankCount());
   if (elem == 0 || spec.bytes % elem)
     return fail(snclInvalidArgument, "simulator: size {} is not a whole number of {}-byte elements", spec.bytes, elem);
   // CollShape's count (lib/planner.h): per rank for All-Gather and Reduce-Scatter, per
@@ -42,45 +46,78 @@ Result makeWorkload(const WorkloadSpec& spec, int nranks, Planned* out) {
                        coll == CollType::Gather || coll == CollType::Scatter;
   const size_t count = perRank ? spec.bytes / elem / n : spec.bytes / elem;
   if (count == 0) return fail(snclInvalidArgument, "simulator: size {} leaves no element per rank", spec.bytes);
-  out->busFactor = coll == CollType::AllReduce             ? 2.0 * double(n - 1) / double(n)
+  out->busFactor = coll == CollType::AllReduce                               ? 2.0 * double(n - 1) / double(n)
                    : coll == CollType::Broadcast || coll == CollType::Reduce ? 1.0
                                                                               : double(n - 1) / double(n);
+
+  // The planner on the simulated machine: the graph is the caller's (not owned here).
+  std::vector<topo::VertexId> rankVertex(n);
+  for (int r = 0; r < nranks; ++r) rankVertex[r] = g.rankVertex(r);
+  Tuning tuning = defaultTuning();
+  if (spec.memGBs > 0) tuning.memGBs = spec.memGBs;
+  auto model = std::make_shared<const CostModel>(std::shared_ptr<const topo::Graph>(&g, [](const topo::Graph*) {}),
+                                                 rankVertex, tuning);
+  const PlannerOptions options{"", spec.chunkBytes};
+  Planner chooser(0, model, options);
+  const size_t bytes = count * elem;
+  const Plan chosen = chooser.choose(coll, bytes);
+  const std::vector<Plan> all = chooser.candidates(coll, bytes);
+  out->plannerChoice = fmt::format("{} (estimate {:.1f} us)", chooser.describe(chosen), chosen.estimateUs);
+  for (const Plan& p : all) out->candidates += fmt::format("{}{}={:.1f}us", out->candidates.empty() ? "" : " ", chooser.describe(p), p.estimateUs);
+
+  Plan plan = chosen;
+  if (spec.algorithm != "auto") {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Plan& p) { return matches(chooser, p, spec.algorithm); });
+    if (it != all.end()) {
+      plan = *it;
+    } else {
+      // Not a candidate at this size (direct above kDirectMaxBytes): run it anyway.
+      bool found = false;
+      for (size_t k = 0; k < size_t(Algorithm::kCount); ++k) {
+        Plan p{.coll = coll, .algorithm = Algorithm(k), .chunkBytes = spec.chunkBytes};
+        if (p.algorithm != Algorithm::Hierarchical && matches(chooser, p, spec.algorithm)) plan = p, found = true;
+      }
+      if (!found || !Planner::supports(coll, plan.algorithm))
+        return fail(snclInvalidArgument, "simulator: no {} schedule for {} on this topology (candidates: {})", spec.algorithm,
+                    collName(coll), out->candidates);
+    }
+  }
+  out->algorithm = chooser.describe(plan);
+  out->workload.nranks = nranks;
+  out->workload.elemSize = elem;
+  // Ring schedules: every rank sends to rank+1 and receives from rank-1 (algorithms/ring.h).
+  out->workload.rotationSymmetric = plan.algorithm == Algorithm::Ring;
+  const size_t chunkCount = std::max<size_t>(1, plan.chunkBytes / elem);
+  if (coll == CollType::AllReduce) {
+    // The builders Planner::build calls, with the plan's parameters: a Planner per rank
+    // would find the topology's hierarchies again on each of 16k ranks.
+    switch (plan.algorithm) {
+      case Algorithm::Direct:
+        out->workload.build = [=](int r, algo::Schedule* s) { algo::DirectAllReduce::build(r, nranks, count, s); };
+        break;
+      case Algorithm::Tree:
+        out->workload.build = [=](int r, algo::Schedule* s) { algo::TreeAllReduce::build(r, nranks, count, chunkCount, s); };
+        break;
+      case Algorithm::HalvingDoubling:
+        out->workload.build = [=](int r, algo::Schedule* s) { algo::HalvingDoublingAllReduce::build(r, nranks, count, s); };
+        break;
+      case Algorithm::Hierarchical: {
+        const algo::HierarchicalSpec hs{chooser.hierarchies()[plan.hierarchy].groupOf, plan.inner, plan.outer};
+        out->workload.build = [=](int r, algo::Schedule* s) {
+          algo::HierarchicalAllReduce::build(r, nranks, hs, count, chunkCount, s);
+        };
+        break;
+      }
+      default:
+        out->workload.build = [=](int r, algo::Schedule* s) { algo::RingAllReduce::build(r, nranks, count, chunkCount, s); };
+        break;
+    }
+    return snclSuccess;
+  }
   CollShape shape;
   shape.count = count;
   shape.elemSize = elem;
-  Planner chooser(0, nranks, spec.link, "", spec.chunkBytes);
-  const Plan& chosen = chooser.choose(coll, count * elem);
-  out->plannerChoice = fmt::format("{} (estimate {:.1f} us)", algorithmName(chosen.algorithm), chosen.estimateUs);
-  out->workload.nranks = nranks;
-  out->workload.elemSize = elem;
-
-  const std::string& a = spec.algorithm;
-  if (a == "tree" || a == "hd") {
-    if (coll != CollType::AllReduce) return fail(snclInvalidArgument, "simulator: {} is an All-Reduce algorithm", a);
-    const size_t chunkCount = std::max<size_t>(1, spec.chunkBytes / elem);
-    if (a == "tree")
-      out->workload.build = [=](int r, algo::Schedule* s) { algo::TreeAllReduce::build(r, nranks, count, chunkCount, s); };
-    else
-      out->workload.build = [=](int r, algo::Schedule* s) { algo::HalvingDoublingAllReduce::build(r, nranks, count, s); };
-    out->algorithm = a == "tree" ? "tree" : "halving-doubling";
-    return snclSuccess;
-  }
-  Plan plan = chosen;
-  if (a != "auto") {
-    bool found = false;
-    for (size_t k = 0; k < size_t(Algorithm::kCount); ++k)
-      if (a == algorithmName(Algorithm(k))) plan.algorithm = Algorithm(k), found = true;
-    if (!found) return fail(snclInvalidArgument, "simulator: unknown algorithm '{}' (auto, ring, direct, chain, tree, hd)", a);
-    if (!Planner::supports(coll, plan.algorithm))
-      return fail(snclInvalidArgument, "simulator: {} has no {} schedule", collName(coll), a);
-  }
-  out->algorithm = algorithmName(plan.algorithm);
-  const LinkCost link = spec.link;
-  const size_t chunk = spec.chunkBytes;
-  // A planner per rank, as every rank of a comm has its own; built when the engine asks.
-  out->workload.build = [=](int r, algo::Schedule* s) { Planner(r, nranks, link, "", chunk).build(plan, shape, s); };
-  // Ring schedules: every rank sends to rank+1 and receives from rank-1 (algorithms/ring.h).
-  out->workload.rotationSymmetric = plan.algorithm == Algorithm::Ring;
+  out->workload.build = [=](int r, algo::Schedule* s) { Planner(r, model, options).build(plan, shape, s); };
   return snclSuccess;
 }
 
