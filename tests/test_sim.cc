@@ -183,7 +183,7 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
   p.uplink = {0, 0.3, LinkKind::Bus};
   Graph g = build(p);
   const int n = 128;
-  for (const char* algo : {"ring", "hd", "tree"}) {
+  for (const char* algo : {"ring", "hd", "tree", "hier"}) {
     auto w = allReduce(g, algo, n, size_t(64) << 20, 1 << 20);
     // Rendezvous messages (none buffered): lockstep is what the exact engine does too.
     sim::SimResult exact, agg;
