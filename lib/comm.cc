@@ -134,7 +134,15 @@ Result setupPlanner(snclComm* comm) {
     SNCL_CHECK(defaultTopology(comm->peers, tuning, &hosts, &rankVertex));
     graph = std::move(hosts);
   }
-  auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning));
+  // Every pair on the emulated bus: the estimates predict its modeled clock.
+  bool allBus = busEverywhere;
+  if (!allBus && comm->topology->fromFile()) {
+    const auto names = transportNames();
+    allBus = std::find(names.begin(), names.end(), "bus") != names.end();
+    for (int r = 1; r < comm->nranks && allBus; ++r) allBus = comm->topology->sameSupernode(0, r);
+  }
+  auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning),
+                                           allBus ? CostClock::BusModeled : CostClock::Wall);
   PlannerOptions options;
   options.algoSpec = env::str("SNCL_ALGO").value_or("");
   options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);

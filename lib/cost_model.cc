@@ -16,8 +16,11 @@ Tuning defaultTuning() {
   return t;
 }
 
-CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning)
-    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)) {
+CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
+                     CostClock clock)
+    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock) {
+  // All of the comm's ranks share this machine's cores, whichever of them a step involves.
+  stepOverheadUs_ = clock_ == CostClock::Wall ? tuning_.stepOverheadAt(nranks()) : 0.0;
   cacheEpoch_ = graph_->epoch();
 }
 
@@ -44,8 +47,10 @@ const CostModel::PairRoute& CostModel::route(int src, int dst) const {
     }
     pr.kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
     const KindCost& kc = tuning_.kind[int(pr.kind)];
-    pr.alphaUs = kc.alphaUs + r.latencyUs;
-    pr.kindBytesPerUs = kc.betaGBs * 1e3;
+    const bool emulatedBus = clock_ == CostClock::BusModeled && pr.kind == topo::LinkKind::Bus;
+    // The default bus α is a real bus's software; the emulator has none unless measured.
+    pr.alphaUs = (emulatedBus && !tuning_.measured[int(pr.kind)] ? 0.0 : kc.alphaUs) + r.latencyUs;
+    pr.kindBytesPerUs = emulatedBus ? kUnlimited : kc.betaGBs * 1e3;
   }
   return routes_.emplace(key, std::move(pr)).first->second;
 }
@@ -79,12 +84,14 @@ double CostModel::stepUs(std::span<const Flow> flows) const {
     load_[rankChannel(f.dst, true, r.kind)] += f.bytes;
   }
   double worst = 0;
+  bool messages = false;
   for (const Flow& f : flows) {
     if (f.src == f.dst) {
       worst = std::max(worst, f.bytes / memBytesPerUs());
       continue;
     }
     if (f.bytes <= 0) continue;
+    messages = true;
     const PairRoute& r = route(f.src, f.dst);
     double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
     for (const auto& [channel, fraction] : r.shares) {
@@ -93,7 +100,7 @@ double CostModel::stepUs(std::span<const Flow> flows) const {
     }
     worst = std::max(worst, r.alphaUs + transfer);
   }
-  return worst;
+  return worst + (messages ? stepOverheadUs_ : 0.0);
 }
 
 }  // namespace sncl

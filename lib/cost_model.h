@@ -33,15 +33,24 @@ struct KindCost {
 struct Tuning {
   std::array<KindCost, topo::kNumLinkKinds> kind{};  // indexed by topo::LinkKind
   double memGBs = 10.0;                              // reduction / copy bandwidth per rank
+  // Wall time one step of a collective costs beyond its messages' α when n ranks share
+  // this machine's cores (waking, polling, the scheduler's turns): (n, µs), n ascending.
+  // Empty: none (dedicated cores).
+  std::vector<std::pair<int, double>> stepOverheadUs;
+  std::array<bool, topo::kNumLinkKinds> measured{};  // kinds the file gave figures for
   std::string source = "defaults";
+
+  // Linear between measured rank counts; below the first, the first; past the last, grows
+  // with n (each added rank adds its turn on the cores).
+  double stepOverheadAt(int n) const;
 };
 
 // Figures used when no tuning file is given: shm and bus are memory copies; net is the
 // ofi transport (a NIC, or TCP over loopback in a lab).
 Tuning defaultTuning();
 
-// Reads a tuning file (JSON, docs/planner.md). A malformed file, an unknown link kind or a
-// non-positive figure is InvalidArgument naming the file and the field.
+// Reads a tuning file (JSON, docs/planner.md). A malformed file, an unknown link kind, a
+// non-positive bandwidth or a negative time is InvalidArgument naming the file and the field.
 Result loadTuning(const std::string& path, Tuning* out);
 Result parseTuning(const std::string& text, const std::string& source, Tuning* out);
 // The file sncl-tune writes.
@@ -54,17 +63,37 @@ struct Flow {
   double bytes;
 };
 
+// The clock estimates predict.
+//  - Wall: this machine's: each message pays its kind's α and β (per rank and direction),
+//    reductions the memory bandwidth, every step the tuning's overhead for the comm's rank
+//    count on these cores.
+//  - BusModeled: the emulated bus's modeled clock (docs/bus.md), when every pair of the
+//    comm runs on it. The emulator charges each chunk its route's links (shared by
+//    reservation) and latency, both scaled by the same timescale the clock divides by, and
+//    nothing else: CPU time between steps, reductions and copies do not enter, and a rank
+//    has no transport limit beside its links. So a bus message pays the route and, if a
+//    tuning file measured it, the bus's α beyond the route (about zero); no β cap,
+//    memory cost or step overhead applies. Chunking does not change a lone flow's time
+//    (one latency, links held back to back), and flows sharing a link take turns chunk by
+//    chunk, which the step's shared-link division is the fluid form of.
+enum class CostClock { Wall, BusModeled };
+
 class CostModel {
  public:
   // graph is finalized; rankVertex[r] is the vertex rank r runs on.
-  CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning);
+  CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
+            CostClock clock = CostClock::Wall);
 
   int nranks() const { return static_cast<int>(rankVertex_.size()); }
   const topo::Graph& graph() const { return *graph_; }
   const std::vector<topo::VertexId>& rankVertex() const { return rankVertex_; }
   const Tuning& tuning() const { return tuning_; }
   uint64_t epoch() const { return graph_->epoch(); }
-  double memBytesPerUs() const { return tuning_.memGBs * 1e3; }
+  CostClock clock() const { return clock_; }
+  // Reductions and copies: free on the bus's modeled clock.
+  double memBytesPerUs() const { return clock_ == CostClock::BusModeled ? kUnlimited : tuning_.memGBs * 1e3; }
+  // Wall time a step costs beyond its messages (tuning's step overhead for this many ranks).
+  double stepOverheadUs() const { return stepOverheadUs_; }
 
   // α (µs) and lone-flow β (GB/s) between two ranks; infinite α when unreachable.
   struct PairCost {
@@ -87,9 +116,13 @@ class CostModel {
   };
   const PairRoute& route(int src, int dst) const;
 
+  static constexpr double kUnlimited = 1e300;
+
   std::shared_ptr<const topo::Graph> graph_;
   std::vector<topo::VertexId> rankVertex_;
   Tuning tuning_;
+  CostClock clock_;
+  double stepOverheadUs_;
   // Estimates run at plan time, not per call: routes are cached per pair and epoch.
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;

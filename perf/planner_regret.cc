@@ -1,8 +1,13 @@
 // planner_regret: how close the planner's automatic All-Reduce choice comes to the best
 // algorithm, per (topology, size) cell. Every algorithm is forced in turn with SNCL_ALGO
-// (set before comm init), then the automatic choice runs; regret = auto time / best time.
+// (set before comm init) beside the automatic choice; regret = auto time / best time.
 //
-//   planner_regret [--quick] [--max-bytes N]
+//   planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]
+//
+// SNCL_TUNING_FILE (sncl-tune's output) applies to every comm, the automatic choice's
+// included; run with and without it to compare. --only keeps the topologies whose name
+// contains TEXT. A topology whose ranks fail or pass the deadline (default 900 s) is
+// reported and its cells left out of the share.
 //
 // Topologies: 8 ranks on one host (shm); 2 virtual hosts x 4 (SNCL_HOSTID: shm inside,
 // ofi between); 16 ranks on an emulated two-level supernode (topologies/supernode-4x4.json,
@@ -10,6 +15,7 @@
 // (min over trials of the slowest rank), the bus's modeled clock for the supernode (the
 // span from the last rank's entry to the last rank's exit). Ranks are processes (fork).
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,37 +59,28 @@ bool ok(snclResult_t r, snclComm_t comm, const char* what) {
   return false;
 }
 
-// Time of one All-Reduce of bytes on comm, agreed by all ranks (the slowest rank's).
+// Time of one All-Reduce of bytes on comm (one trial), agreed by all ranks (the slowest
+// rank's).
 bool timeCall(snclComm_t comm, const Topology& t, std::vector<float>& buf, size_t bytes, double* us) {
   const size_t count = std::max<size_t>(1, bytes / sizeof(float));
   const int iters = bytes <= (32u << 10) ? 20 : bytes <= (1u << 20) ? 5 : bytes <= (16u << 20) ? 2 : 1;
-  const int trials = bytes <= (16u << 20) ? 3 : 2;
-  double best = 1e300;
-  double span[2] = {0, 0};
   if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "warm-up")) return false;
-  for (int trial = 0; trial < trials; ++trial) {
-    double local;
-    if (t.modeled) {
-      double start, end;
-      if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
-      if (!ok(snclBusLastCallSpanUs(comm, &start, &end), comm, "modeled span")) return false;
-      span[0] = start;
-      span[1] = end;
-      if (!ok(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return false;
-      local = span[1] - span[0];
-    } else {
-      float sync = 0;
-      if (!ok(snclAllReduce(&sync, &sync, 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return false;
-      const double t0 = nowUs();
-      for (int i = 0; i < iters; ++i)
-        if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
-      double elapsed = (nowUs() - t0) / iters;
-      if (!ok(snclAllReduce(&elapsed, &elapsed, 1, snclFloat64, snclMax, comm, nullptr), comm, "time max")) return false;
-      local = elapsed;
-    }
-    best = std::min(best, local);
+  if (t.modeled) {
+    double span[2] = {0, 0};
+    if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+    if (!ok(snclBusLastCallSpanUs(comm, &span[0], &span[1]), comm, "modeled span")) return false;
+    if (!ok(snclAllReduce(span, span, 2, snclFloat64, snclMax, comm, nullptr), comm, "span max")) return false;
+    *us = span[1] - span[0];
+    return true;
   }
-  *us = best;
+  float sync = 0;
+  if (!ok(snclAllReduce(&sync, &sync, 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return false;
+  const double t0 = nowUs();
+  for (int i = 0; i < iters; ++i)
+    if (!ok(snclAllReduce(buf.data(), buf.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce")) return false;
+  double elapsed = (nowUs() - t0) / iters;
+  if (!ok(snclAllReduce(&elapsed, &elapsed, 1, snclFloat64, snclMax, comm, nullptr), comm, "time max")) return false;
+  *us = elapsed;
   return true;
 }
 
@@ -94,18 +91,27 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
   std::vector<float> buf(sizes.back() / sizeof(float) + 1, 1.0f);
   double us[kMaxAlgos + 1][kMaxSizes] = {};
   const size_t nalgo = t.algorithms.size();
+  // All comms stay up and take turns trial by trial, so that a burst of load from
+  // elsewhere on the machine hits every algorithm of a size alike.
+  std::vector<snclComm_t> comms(nalgo + 1, nullptr);
   for (size_t a = 0; a <= nalgo; ++a) {  // a == nalgo: the automatic choice
     if (a < nalgo) setenv("SNCL_ALGO", (std::string("allreduce:") + t.algorithms[a]).c_str(), 1);
     else unsetenv("SNCL_ALGO");
-    snclComm_t comm = nullptr;
-    if (!ok(snclCommInitRank(&comm, t.nranks, ids[a], rank), nullptr, "init")) return 1;
-    for (size_t s = 0; s < sizes.size(); ++s) {
-      const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
-      if (meshTooBig) continue;  // not a candidate there: the planner runs ring instead
-      if (!timeCall(comm, t, buf, sizes[s], &us[a][s])) return 1;
-    }
-    if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
+    if (!ok(snclCommInitRank(&comms[a], t.nranks, ids[a], rank), nullptr, "init")) return 1;
   }
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const int trials = sizes[s] <= (16u << 20) ? 3 : 2;
+    for (int trial = 0; trial < trials; ++trial)
+      for (size_t a = 0; a <= nalgo; ++a) {
+        const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
+        if (meshTooBig) continue;  // not a candidate there: the planner runs ring instead
+        double us1 = 0;
+        if (!timeCall(comms[a], t, buf, sizes[s], &us1)) return 1;
+        us[a][s] = trial == 0 ? us1 : std::min(us[a][s], us1);
+      }
+  }
+  for (snclComm_t comm : comms)
+    if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   if (rank != 0) return 0;
   printf("\n%s: %d ranks, %s\n%10s", t.name, t.nranks, t.modeled ? "modeled bus time (us)" : "wall time (us)", "bytes");
   for (const char* a : t.algorithms) printf(" %10s", a);
@@ -133,14 +139,39 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
 
 int main(int argc, char** argv) {
   size_t maxBytes = size_t(128) << 20;
+  std::vector<size_t> sizes;
+  const char* only = nullptr;
+  double deadlineS = 900;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--quick")) maxBytes = size_t(8) << 20;
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) maxBytes = strtoull(argv[++i], nullptr, 10);
-    else {
-      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N]\n");
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--deadline") && i + 1 < argc) deadlineS = strtod(argv[++i], nullptr);
+    else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
+      for (char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const size_t v = strtoull(p, &end, 10);
+        const size_t scale = *end == 'K' ? 1024 : *end == 'M' ? 1048576 : 1;
+        if (end == p || v == 0 || sizes.size() == kMaxSizes) {
+          fprintf(stderr, "planner_regret: bad --sizes (up to %d sizes, bytes with K or M)\n", kMaxSizes);
+          return 2;
+        }
+        sizes.push_back(v * scale);
+        p = end + (scale > 1);
+        if (*p == ',') ++p;
+      }
+      std::sort(sizes.begin(), sizes.end());
+    } else {
+      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]\n");
       return 2;
     }
   }
+  if (!(deadlineS > 0)) {
+    fprintf(stderr, "planner_regret: --deadline needs a positive number of seconds\n");
+    return 2;
+  }
+  const char* tuning = getenv("SNCL_TUNING_FILE");
+  printf("planner_regret: tuning %s\n", tuning ? tuning : "defaults (no SNCL_TUNING_FILE)");
   const char* file = getenv("SNCL_REGRET_TOPO");  // the supernode file, if not run from the source tree
   if (!file) file = "topologies/supernode-4x4.json";
   const bool haveFile = access(file, R_OK) == 0;
@@ -155,8 +186,9 @@ int main(int argc, char** argv) {
   } else {
     fprintf(stderr, "planner_regret: %s not found (set SNCL_REGRET_TOPO): supernode cells skipped\n", file);
   }
-  std::vector<size_t> sizes;
-  for (size_t b = 8; b <= maxBytes && sizes.size() < kMaxSizes; b *= 16) sizes.push_back(b);
+  if (only) std::erase_if(topologies, [&](const Topology& t) { return !strstr(t.name, only); });
+  if (sizes.empty())
+    for (size_t b = 8; b <= maxBytes && sizes.size() < kMaxSizes; b *= 16) sizes.push_back(b);
 
   auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return 1;
@@ -172,10 +204,24 @@ int main(int argc, char** argv) {
       if (pid == 0) _exit(rankMain(t, r, ids, sizes, shared));
       pids.push_back(pid);
     }
+    const double deadline = nowUs() + deadlineS * 1e6;
+    bool failed = false, late = false;
     for (pid_t pid : pids) {
       int status = 0;
-      waitpid(pid, &status, 0);
-      failures += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (nowUs() > deadline && !late) {
+          late = true;
+          for (pid_t p : pids) kill(p, SIGKILL);
+        }
+        usleep(20000);
+      }
+      failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed) {
+      ++failures;
+      printf("\n%s: %s; its cells are not counted\n", t.name,
+             late ? "did not finish before the deadline (hung), ranks killed" : "ranks failed");
+      fflush(stdout);
     }
   }
   printf("\ncells %d, auto within 10%% of the best in %d (%.0f%%), worst regret %.2f%s\n", shared->cells, shared->within,

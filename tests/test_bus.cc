@@ -62,43 +62,58 @@ TEST_CASE("bus: one flow takes latency + bytes / bandwidth; two on one link take
   std::vector<char> src(2 * kBytes, 7);
   std::vector<std::vector<char>> dst(kRanks, std::vector<char>(kBytes));
 
-  // Rank 0 sends to each peer in `to`; they receive. Returns rank 0's modeled time.
+  // Rank 0 sends to each peer in `to`; they receive. The least disturbed of kReps runs (a
+  // rank descheduled by the machine's load holds its transfer back in wall time, which the
+  // modeled clock cannot tell from link time): rank 0's modeled time and every rank's span.
+  constexpr int kReps = 3;
+  struct Exchange {
+    double us = 0;
+    std::vector<test::Span> spans;
+  };
   auto exchange = [&](std::vector<int> to) {
-    std::vector<snclResult_t> results(kRanks, snclSuccess);
-    test::onEveryRank(kRanks, [&](int r) {
-      snclGroupStart();
-      if (r == 0)
-        for (size_t i = 0; i < to.size(); ++i) snclSend(src.data() + i * kBytes, kBytes, snclInt8, to[i], comms[0], nullptr);
-      for (int peer : to)
-        if (peer == r) snclRecv(dst[r].data(), kBytes, snclInt8, 0, comms[r], nullptr);
-      results[r] = snclGroupEnd();
-    });
-    for (snclResult_t res : results) REQUIRE(res == snclSuccess);
-    return test::lastCallUs(comms[0]);
+    Exchange best;
+    for (int rep = 0; rep < kReps; ++rep) {
+      std::vector<snclResult_t> results(kRanks, snclSuccess);
+      test::onEveryRank(kRanks, [&](int r) {
+        snclGroupStart();
+        if (r == 0)
+          for (size_t i = 0; i < to.size(); ++i) snclSend(src.data() + i * kBytes, kBytes, snclInt8, to[i], comms[0], nullptr);
+        for (int peer : to)
+          if (peer == r) snclRecv(dst[r].data(), kBytes, snclInt8, 0, comms[r], nullptr);
+        results[r] = snclGroupEnd();
+      });
+      for (snclResult_t res : results) REQUIRE(res == snclSuccess);
+      const double us = test::lastCallUs(comms[0]);
+      if (rep == 0 || us < best.us) {
+        best.us = us;
+        best.spans.clear();
+        for (int r = 0; r < kRanks; ++r) best.spans.push_back(test::lastCallSpan(comms[r]));
+      }
+    }
+    return best;
   };
   // A send completes when its bytes left the links (the receiver sees the latency too,
   // but its clock starts when it entered the call, not when the sender did).
   const double ideal = kBytes / (kEndpointGBps * 1e3);  // µs on the 50 GB/s endpoint link
-  const double inNode = exchange({1});
+  const double inNode = exchange({1}).us;
   CHECK(inNode == Approx(ideal).epsilon(0.02));
-  const double across = exchange({4});
+  const double across = exchange({4}).us;
   CHECK(across == Approx(ideal).epsilon(0.02));
   // Rank 0's one link to its leaf carries both flows.
-  const double two = exchange({4, 5});
-  CHECK(two / across == Approx(2.0).epsilon(0.05));
+  const Exchange two = exchange({4, 5});
+  CHECK(two.us / across == Approx(2.0).epsilon(0.05));
   // On the common clock the later of the two flows (they interleave chunk by chunk) lands
   // two transfers and the route's latency after the sender began, unless its receiver
   // entered the call even later.
-  const test::Span sender = test::lastCallSpan(comms[0]);
-  const test::Span a = test::lastCallSpan(comms[4]), b = test::lastCallSpan(comms[5]);
+  const test::Span sender = two.spans[0], a = two.spans[4], b = two.spans[5];
   const double landed = sender.start + 2 * ideal + kAcrossLatUs;
   CHECK(std::max(a.end, b.end) == Approx(std::max({a.start, b.start, landed})).margin(0.5));
 
   snclBusCounters_t up{}, all{};
   REQUIRE(snclBusGetLinkCounters(comms[3], "n0.e0-n0.l1p0", &up) == snclSuccess);
   REQUIRE(snclBusGetLinkCounters(comms[3], nullptr, &all) == snclSuccess);
-  CHECK(up.bytes == 4 * kBytes);  // four flows left rank 0
-  CHECK(up.busyUs == Approx(4 * ideal).epsilon(0.01));
+  CHECK(up.bytes == 4 * kReps * kBytes);  // four flows per repetition left rank 0
+  CHECK(up.busyUs == Approx(4 * kReps * ideal).epsilon(0.01));
   CHECK(all.bytes > up.bytes);
   CHECK(all.errors == 0);
   CHECK(snclBusGetLinkCounters(comms[3], "n0.e0-n1.e0", &up) == snclInvalidArgument);

@@ -66,6 +66,18 @@ void requireExact(const std::vector<CallResult>& rs) {
   }
 }
 
+// The least disturbed of a few exact runs: a rank descheduled by the machine's load holds the
+// collective back in wall time, which the modeled clock cannot tell from link time.
+double fastest(std::vector<snclComm_t>& comms, int reps = 3) {
+  double best = 0;
+  for (int i = 0; i < reps; ++i) {
+    auto rs = allReduce(comms);
+    requireExact(rs);
+    best = i == 0 ? slowest(rs) : std::min(best, slowest(rs));
+  }
+  return best;
+}
+
 struct DetectTime {
   DetectTime() { setenv("SNCL_BUS_DETECT_US", std::to_string(kDetectUs).c_str(), 1); }
   ~DetectTime() { unsetenv("SNCL_BUS_DETECT_US"); }
@@ -102,17 +114,15 @@ TEST_CASE("bus faults: a degraded link slows the ring that crosses it", "[bus][f
   unsetenv("SNCL_TOPO_FILE");
   auto comms = test::busComms(kRanks);
   REQUIRE(comms.size() == size_t(kRanks));
-  auto healthy = allReduce(comms);
-  requireExact(healthy);
+  const double healthy = fastest(comms);
   REQUIRE(snclBusInjectFault(comms[0], "link=n0.e0-n0.l1p0:degrade=4") == snclSuccess);
-  auto degraded = allReduce(comms);
-  requireExact(degraded);
-  // Every ring step waits for the link at a quarter of its bandwidth.
-  CHECK(slowest(degraded) > 2.5 * slowest(healthy));
+  const double degraded = fastest(comms);
+  // Every ring step waits for the link at a quarter of its bandwidth (about 2.6x in all on a
+  // quiet machine; the load of other processes adds the same wall time to both runs, which
+  // shrinks the ratio, so the bound leaves room for it).
+  CHECK(degraded > 2.0 * healthy);
   REQUIRE(snclBusInjectFault(comms[5], "link=n0.e0-n0.l1p0:up") == snclSuccess);
-  auto restored = allReduce(comms);
-  requireExact(restored);
-  CHECK(slowest(restored) < 1.3 * slowest(healthy));
+  CHECK(fastest(comms) < 1.3 * healthy);
   test::destroyAll(comms);
 }
 

@@ -236,7 +236,13 @@ int showPlan(const Graph& g, const std::string& collName_, const std::string& si
   std::vector<VertexId> rankVertex;
   for (int r = 0; r < g.rankCount(); ++r) rankVertex.push_back(g.rankVertex(r));
   // The tool owns g for the whole run: the model only borrows it.
-  auto model = std::make_shared<CostModel>(std::shared_ptr<const Graph>(&g, [](const Graph*) {}), rankVertex, tuning);
+  // Ranks all in one supernode run on the emulated bus: estimate its modeled clock, as the
+  // comm does.
+  bool oneSupernode = g.levelDefined(Level::Supernode);
+  for (int r = 1; r < g.rankCount() && oneSupernode; ++r)
+    oneSupernode = g.rankGroupOf(r, Level::Supernode) == g.rankGroupOf(0, Level::Supernode);
+  auto model = std::make_shared<CostModel>(std::shared_ptr<const Graph>(&g, [](const Graph*) {}), rankVertex, tuning,
+                                           oneSupernode ? CostClock::BusModeled : CostClock::Wall);
   PlannerOptions options;
   options.algoSpec = env::str("SNCL_ALGO").value_or("");
   options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);
@@ -245,8 +251,9 @@ int showPlan(const Graph& g, const std::string& collName_, const std::string& si
   if (all.empty()) return error(fmt::format("--plan: no algorithm can run {} on this topology (SNCL_ALGO='{}')", collName_, options.algoSpec));
   std::string levels;
   for (const auto& h : planner.hierarchies()) levels += " " + h.name;
-  fmt::print("plan {} {} B on {} ranks of {} (epoch {}, tuning {}; hierarchies:{})\n", collName_, bytes, g.rankCount(),
-             g.name(), g.epoch(), tuning.source, levels.empty() ? " none" : levels);
+  fmt::print("plan {} {} B on {} ranks of {} (epoch {}, tuning {}, {} clock; hierarchies:{})\n", collName_, bytes,
+             g.rankCount(), g.name(), g.epoch(), tuning.source, oneSupernode ? "bus modeled" : "wall",
+             levels.empty() ? " none" : levels);
   fmt::print("  chosen: {}  chunk {} B  estimate {:.1f} us\n", planner.describe(all.front()), all.front().chunkBytes,
              all.front().estimateUs);
   fmt::print("  candidates:\n");
