@@ -19,10 +19,10 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x SNCL_SOCKET_IFNAME -x FI_TCP_IFACE)
 status=0
 
-# name, ranks, extra flags
+# binary, ranks, extra flags; TAG=x names the output files <coll>-x-np<ranks>
 run() {
   local bin=$1 n=$2; shift 2
-  local tag="${bin%_perf}-np$n"
+  local tag="${bin%_perf}${TAG:+-$TAG}-np$n"
   echo "== $bin, $n ranks: $*" | tee -a "$out/summary.txt"
   if ! timeout 600 "${MPIRUN[@]}" -np "$n" "$build/perf/$bin" "$@" -J "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.err"; then
     echo "   FAILED (see $tag.err)" | tee -a "$out/summary.txt"
@@ -40,7 +40,11 @@ run() {
 } > "$out/summary.txt"
 
 for n in 2 4 8; do
-  run all_reduce_perf "$n" -b 8 -e 64M -f 8 -n 20 -w 5 --baseline mpi,gloo --ceiling
+  run all_reduce_perf "$n" -b 16 -e 64M -f 4 -n 20 -w 5 --baseline mpi,gloo --ceiling
+done
+# Small-message latency: many iterations, so that one preempted iteration does not decide it.
+for n in 2 8; do
+  TAG=8B run all_reduce_perf "$n" -b 8 -e 8 -n 2000 -w 200 --baseline mpi
 done
 for n in 2 8; do
   run all_gather_perf "$n" -b 64 -e 16M -f 16 --baseline mpi,gloo
