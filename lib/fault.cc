@@ -190,6 +190,7 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
     text = fmt::format("rank(s) {} of comm {} lost", rankList(dead), comm->name);
     for (int r : dead)
       if (!why[r].empty()) text += fmt::format(" (rank {}: {})", r, why[r]);
+    if (firstError >= 0) text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
   } else if (!sameCall) {
     d.verdict = int32_t(Verdict::Failed);
     text = "ranks were in different calls when the fault hit; the call cannot be re-run";
@@ -202,7 +203,7 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
       text = fmt::format("link(s) {} lost; rerouting", linkList(g, links));
     } else {
       d.verdict = int32_t(Verdict::LinkLost);
-      text = fmt::format("link(s) {} down: {}", linkList(g, links),
+      text = fmt::format("link {} {} down: {}", linkList(g, links), links.size() > 1 ? "are" : "is",
                          routed ? "retry is off (SNCL_RETRY=0) or its attempts are used up" : unreachable);
     }
   } else {
