@@ -200,7 +200,7 @@ struct SplitRoot {
 
 Result splitConfig(const snclComm* parent, const snclConfig_t* given, snclConfig_t* out) {
   if (given && (given->magic != kConfigMagic || given->size != sizeof(snclConfig_t)))
-    return fail(snclInvalidArgument, "snclCommSplit: config was not initialized with SNCL_CONFIG_INITIALIZER");
+    return fail(snclInvalidArgument, "snclCommSplit/Shrink: config was not initialized with SNCL_CONFIG_INITIALIZER");
   *out = given ? *given : snclConfig_t SNCL_CONFIG_INITIALIZER;
   if (out->blocking == SNCL_CONFIG_UNDEF_INT) out->blocking = parent->blocking ? 1 : 0;
   if (out->timeoutMs == SNCL_CONFIG_UNDEF_INT || out->timeoutMs <= 0)
@@ -253,6 +253,61 @@ SNCL_API snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclCom
     return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous ({})", fn, members[0],
                 sncl::resultName(static_cast<Result>(root.status)));
   return snclCommInitRankConfig(newcomm, static_cast<int>(members.size()), root.id, newRank, &childConfig);
+}
+
+SNCL_API snclResult_t snclCommRevoke(snclComm_t comm) {
+  SNCL_CHECK(checkComm(comm, "snclCommRevoke"));
+  comm->fault.revoked.store(true);
+  return snclSuccess;
+}
+
+// The lowest survivor makes the new comm's rendezvous root; its id travels over the old
+// bootstrap, whose connections among survivors outlive the lost ranks.
+SNCL_API snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
+                                     snclConfig_t* config, int shrinkFlags) {
+  constexpr const char* fn = "snclCommShrink";
+  if (!newcomm) return fail(snclInvalidArgument, "{}: newcomm is NULL", fn);
+  *newcomm = nullptr;
+  SNCL_CHECK(checkComm(comm, fn));
+  if (comm->initResult.load() != snclSuccess)
+    return fail(snclInvalidUsage, "{}: comm is not initialized ({})", fn, sncl::resultName(comm->initResult.load()));
+  if (shrinkFlags & ~SNCL_SHRINK_ABORT) return fail(snclInvalidArgument, "{}: unknown flags {:#x}", fn, shrinkFlags);
+  if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
+    return fail(snclInvalidArgument, "{}: excludeRanks is NULL for excludeCount {}", fn, excludeCount);
+  std::vector<int> excluded(excludeRanks, excludeRanks + (excludeRanks ? excludeCount : 0));
+  if (shrinkFlags & SNCL_SHRINK_ABORT) comm->fault.revoked.store(true);
+  if (!sncl::commWaitIdle(comm, comm->timeoutMs))
+    return fail(snclTimeout, "{}: calls in flight did not finish in {} ms (pass SNCL_SHRINK_ABORT)", fn,
+                comm->timeoutMs);
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  if (!excludeRanks) excluded = comm->fault.deadRanks;
+  for (int r : excluded) {
+    if (r < 0 || r >= comm->nranks)
+      return fail(snclInvalidArgument, "{}: excluded rank {} is out of range [0, {})", fn, r, comm->nranks);
+    if (r == comm->rank) return fail(snclInvalidArgument, "{}: rank {} excludes itself", fn, r);
+  }
+  std::vector<int> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) members.push_back(r);
+  const int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  snclConfig_t childConfig;
+  SNCL_CHECK(splitConfig(comm, config, &childConfig));
+  const sncl::Deadline deadline = sncl::Deadline::afterMs(comm->timeoutMs);
+  const uint32_t tag = 0xfb000000u | (comm->fault.round & 0xffffffu);
+  SplitRoot root{};
+  if (newRank == 0) {
+    root.status = sncl::bootstrapCreateRoot(&root.id);
+    for (size_t i = 1; i < members.size(); ++i)
+      if (comm->bootstrap->send(members[i], tag, &root, sizeof(root), deadline) != snclSuccess)
+        sncl::log::warn("{}: rank {} cannot reach surviving rank {}: {}", fn, comm->rank, members[i], sncl::lastError());
+    SNCL_CHECK(static_cast<Result>(root.status));
+  } else {
+    SNCL_CHECK(comm->bootstrap->recv(members[0], tag, &root, sizeof(root), deadline));
+    if (root.status != snclSuccess)
+      return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous", fn, members[0]);
+  }
+  ++comm->fault.round;  // a later shrink of the same comm uses a tag of its own
+  return snclCommInitRankConfig(newcomm, int(members.size()), root.id, newRank, &childConfig);
 }
 
 SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {

@@ -59,3 +59,16 @@ SNCL_API snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, do
   bus->lastCallSpanUs(startUs, endUs);
   return snclSuccess;
 }
+
+SNCL_API snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out) {
+  SNCL_CHECK(sncl::api::checkComm(comm, "snclCommGetFaultStats"));
+  if (!out) return fail(snclInvalidArgument, "snclCommGetFaultStats: out is NULL");
+  std::lock_guard<std::mutex> lock(comm->runMutex);  // written by the running call
+  *out = comm->fault.stats;
+  out->stalls = comm->executor ? comm->executor->stalls() : 0;
+  snclBusCounters_t c{};
+  for (auto& t : comm->transports)
+    if (auto* bus = dynamic_cast<sncl::BusControl*>(t.get()); bus && bus->linkCounters("", &c) == snclSuccess)
+      out->jittered = c.jittered;
+  return snclSuccess;
+}

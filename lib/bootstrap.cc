@@ -353,6 +353,15 @@ class SocketBootstrap final : public Bootstrap {
     return recvFrame(peer, kUser, tag, data, bytes, deadline);
   }
 
+  Result tryRecv(int peer, uint32_t tag, void* data, size_t bytes, bool* got) override {
+    *got = false;
+    SNCL_CHECK(checkUsable("recv"));
+    SNCL_CHECK(checkPeer(peer, "recv", data, bytes));
+    const Result r = recvFrame(peer, kUser, tag, data, bytes, Deadline::afterMs(0), /*once=*/true);
+    *got = r == snclSuccess;
+    return r == snclTimeout ? snclSuccess : r;
+  }
+
   void abort() override {
     aborted_.store(true, std::memory_order_release);
     {
@@ -480,11 +489,14 @@ class SocketBootstrap final : public Bootstrap {
     return snclSuccess;
   }
 
-  Result recvFrame(int peer, Kind kind, uint32_t tag, void* data, size_t bytes, Deadline deadline) {
+  // once: look at what is there without waiting (deadline already passed); a Timeout
+  // result then records no error.
+  Result recvFrame(int peer, Kind kind, uint32_t tag, void* data, size_t bytes, Deadline deadline,
+                   bool once = false) {
     const uint64_t want = key(kind, tag);
     Incoming& in = incoming_[static_cast<size_t>(peer)];
     std::unique_lock lock(mutex_);
-    while (true) {
+    for (int pass = 0;; ++pass) {
       if (aborted_.load()) return abortedError("recv");
       auto queue = in.queued.find(want);
       if (queue != in.queued.end() && !queue->second.empty()) {
@@ -499,7 +511,8 @@ class SocketBootstrap final : public Bootstrap {
       if (in.error != snclSuccess) {
         return fail(in.error, "bootstrap recv from rank {}: {}", peer, in.errorText);
       }
-      if (deadline.expired()) {
+      if (once && pass > 0) return snclTimeout;
+      if (!once && deadline.expired()) {
         if (!in.sock.valid()) {
           return fail(snclTimeout, "bootstrap recv from rank {} (tag {}) timed out: rank {} never connected",
                       peer, tag, peer);
@@ -509,7 +522,7 @@ class SocketBootstrap final : public Bootstrap {
       if (!in.sock.valid() && !accepting_) {
         accepting_ = true;
         lock.unlock();
-        Result r = acceptOne(deadline);
+        Result r = once ? acceptPending() : acceptOne(deadline);
         lock.lock();
         accepting_ = false;
         cv_.notify_all();
@@ -518,16 +531,31 @@ class SocketBootstrap final : public Bootstrap {
         in.reading = true;
         lock.unlock();
         bool delivered = false;
-        Result r = readFrame(peer, want, data, bytes, deadline, &delivered);
+        Result r = once ? readPending(peer, want, data, bytes, &delivered)
+                        : readFrame(peer, want, data, bytes, deadline, &delivered);
         lock.lock();
         in.reading = false;
         cv_.notify_all();
         if (delivered || r == snclTimeout) return r;
         if (r != snclSuccess) return r;
-      } else {
+      } else if (!once) {
         cv_.wait_for(lock, kWaitSlice);
       }
     }
+  }
+
+  // One frame if its first byte is already there (then the rest follows promptly).
+  Result readPending(int peer, uint64_t want, void* data, size_t bytes, bool* delivered) {
+    pollfd p{incoming_[static_cast<size_t>(peer)].sock.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return snclTimeout;
+    return readFrame(peer, want, data, bytes, Deadline::afterMs(kHelloTimeoutMs), delivered);
+  }
+
+  // A connection already waiting on the listener, if there is one.
+  Result acceptPending() {
+    pollfd p{listener_.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return snclTimeout;
+    return acceptOne(Deadline::afterMs(kHelloTimeoutMs));
   }
 
   Result checkSize(int peer, Kind kind, uint32_t tag, size_t got, size_t expected) const {

@@ -46,6 +46,10 @@ class Bootstrap {
   // Point-to-point out-of-band messages, matched by (peer, tag), any size.
   virtual Result send(int peer, uint32_t tag, const void* data, size_t bytes, Deadline deadline) = 0;
   virtual Result recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) = 0;
+  // recv without waiting: reads what peer already sent (accepting its connection if it
+  // is pending) and sets *got. Nothing there yet is success with *got false, and records
+  // no error. For the fault side channel, polled while a call waits.
+  virtual Result tryRecv(int peer, uint32_t tag, void* data, size_t bytes, bool* got) = 0;
   // Makes every blocked or later call return InvalidUsage at once. Thread-safe.
   virtual void abort() = 0;
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <new>
 
+#include "lib/bus_control.h"
 #include "lib/default_topo.h"
 #include "lib/env.h"
 #include "lib/log.h"
@@ -183,6 +184,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   SNCL_CHECK(setupTransports(comm, deadline));
 
   SNCL_CHECK(setupPlanner(comm));
+  faultInit(comm);
   return snclSuccess;
 }
 
@@ -213,6 +215,75 @@ Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& 
   const Result r = comm->executor->run(schedule, args);
   for (auto& t : comm->transports) t->callEnd();
   return r;
+}
+
+// Elements of a rank's output buffer (where the schedule may write).
+size_t outputCount(const CollOp& op, int nranks) {
+  switch (op.coll) {
+    case CollType::AllGather:
+    case CollType::AlltoAll:
+    case CollType::Gather: return op.count * static_cast<size_t>(nranks);
+    default: return op.count;
+  }
+}
+
+bool anyFaultPending(snclComm* comm) {
+  for (auto& t : comm->transports)
+    if (t->faultPending()) return true;
+  return false;
+}
+
+// Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
+// with another route is marked down, the transports reset and the call re-run from its
+// preserved input (an in-place input is saved before the first attempt). Every rank of the
+// comm is in this call when a fault hits it, so all of them take part in the agreement.
+Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args) {
+  FaultState& f = comm->fault;
+  const size_t inBytes = inputCount(op, comm->nranks) * args.elemSize;
+  const size_t outBytes = outputCount(op, comm->nranks) * args.elemSize;
+  const auto* in = static_cast<const char*>(args.input);
+  const auto* out = static_cast<const char*>(args.output);
+  const bool save = f.retry && in && out && inBytes && in < out + outBytes && out < in + inBytes;
+  if (save) {
+    if (f.savedInput.size() < inBytes) f.savedInput.resize(inBytes);  // grows once, then reused
+    memcpy(f.savedInput.data(), in, inBytes);
+  }
+  double failedAt = 0;
+  std::vector<uint32_t> rerouted;
+  for (int attempt = 1;; ++attempt) {
+    Result r = comm->executor->run(comm->schedule, args);
+    const bool interrupted = comm->executor->interrupted();
+    if (r == snclSuccess && !anyFaultPending(comm)) break;
+    if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
+    if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
+    const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
+    if (failedAt == 0) failedAt = nowSeconds();
+    Decision d;
+    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, &d));
+    if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
+                                                                            comm->rank, d.message));
+    SNCL_CHECK(faultApplyRetry(comm, d));
+    if (save) memcpy(const_cast<char*>(in), f.savedInput.data(), inBytes);
+    rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
+  }
+  if (failedAt == 0) return snclSuccess;
+  // The call came through a lost link: say what, after which call, at what cost.
+  ++f.stats.reroutes;
+  f.stats.lastRecoveryMs = (nowSeconds() - failedAt) * 1000;
+  const topo::Graph& g = comm->topology->graph();
+  std::string links;
+  for (uint32_t l : rerouted) links += (links.empty() ? "" : ", ") + g.linkName(l);
+  const size_t bytes = op.count * args.elemSize;
+  const double estimate = comm->planner->estimateUs(op.coll, plan, bytes);
+  const std::string used = comm->planner->describe(plan);  // plan is the planner's: read before choosing again
+  const std::string next = comm->planner->describe(comm->planner->choose(op.coll, bytes));
+  log::info(log::Subsys::Fault,
+            "comm {} rank {}: link(s) {} lost during {} #{} ({} bytes, {}); rerouted on topology epoch {} and re-ran "
+            "from preserved inputs: {:.1f} ms from the failure to the end of the re-run; the re-run is modeled at "
+            "{:.1f} us on the new routes; later calls of this size: {}",
+            comm->name, comm->rank, links, collName(op.coll), args.seq + 1, bytes, used, comm->topology->epoch(),
+            f.stats.lastRecoveryMs, estimate, next);
+  return snclSuccess;
 }
 
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
@@ -254,10 +325,17 @@ Result runCollective(snclComm* comm, const CollOp& op) {
     scaleKernel(op.dtype)(scaled, op.input, scaledCount, factor, 0);
     args.input = scaled;
   }
-  if (Result r = runTimed(comm, comm->schedule, args); r != snclSuccess) {
+  const uint64_t reroutes = comm->fault.stats.reroutes;
+  for (auto& t : comm->transports) t->callBegin();
+  const Result r = runWithRetry(comm, op, plan, args);
+  for (auto& t : comm->transports) t->callEnd();
+  if (r != snclSuccess) {
     commSetAsyncError(comm, r);
     return r;
   }
+  if (comm->fault.stats.reroutes != reroutes)  // the modeled time of the call with its re-run
+    for (auto& t : comm->transports)
+      if (auto* bus = dynamic_cast<BusControl*>(t.get())) bus->modeledTimeUs(&comm->fault.stats.lastRetryModeledUs, nullptr);
   const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
   if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
   return snclSuccess;
@@ -318,6 +396,10 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
   std::lock_guard<std::mutex> lock(comm->runMutex);
   log::setThreadRank(comm->rank);
   if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
+  if (comm->fault.revoked.load()) return fail(snclRemoteError, "comm {} rank {} was revoked", comm->name, comm->rank);
+  if (comm->fault.broken)
+    return fail(snclRemoteError, "comm {} rank {}: {} (shrink the comm to go on)", comm->name, comm->rank,
+                comm->fault.brokenMessage);
   bool pointToPoint = false;
   Result r = snclSuccess;
   // Schedules and scratch grow with the largest call so far; running out of memory

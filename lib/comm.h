@@ -16,6 +16,7 @@
 #include "lib/comm_topo.h"
 #include "lib/error.h"
 #include "lib/executor.h"
+#include "lib/fault.h"
 #include "lib/group.h"
 #include "lib/op.h"
 #include "lib/planner.h"
@@ -70,6 +71,7 @@ struct snclComm {
   std::atomic<bool> aborted{false};
   std::atomic<bool> finalized{false};
   std::atomic<int> inflight{0};  // queued or running stream work
+  sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/fault.h)
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -74,6 +74,8 @@ Result Executor::post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink
 }
 
 Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
+  interrupted_ = false;
+  failedPeer_ = -1;
   for (size_t step = 0; step < schedule.numSteps(); ++step) {
     const uint32_t begin = schedule.stepBegin(step), end = schedule.stepEnd[step];
     pending_.clear();
@@ -89,13 +91,18 @@ Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
 
 Result Executor::waitAll(size_t stepIndex) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
+  Deadline slow = Deadline::afterMs(timeoutMs_ / 4);
+  bool stalled = false;
   int idle = 0;
   while (!pending_.empty()) {
     bool progressed = false;
     for (size_t i = 0; i < pending_.size();) {
       bool done = false;
       Result r = pending_[i].transport->test(pending_[i].req, &done);
-      if (r != snclSuccess) return r;
+      if (r != snclSuccess) {
+        failedPeer_ = pending_[i].peer;
+        return r;
+      }
       if (done) {
         pending_[i] = pending_.back();
         pending_.pop_back();
@@ -105,11 +112,23 @@ Result Executor::waitAll(size_t stepIndex) {
       }
     }
     if (progressed) {
+      if (stalled) {
+        ++stalls_;
+        log::info(log::Subsys::Fault, "rank {}: step {} went on after waiting over {} ms (a slow link or peer)", rank_,
+                  stepIndex, timeoutMs_ / 4);
+      }
+      stalled = false;
       idle = 0;
       deadline = Deadline::afterMs(timeoutMs_);
+      slow = Deadline::afterMs(timeoutMs_ / 4);
       continue;
     }
     if (++idle < kSpinPolls) continue;
+    if (interrupt_.check && interrupt_.check(interrupt_.ctx)) {
+      interrupted_ = true;
+      return snclRemoteError;
+    }
+    if (!stalled && slow.expired()) stalled = true;
     if (deadline.expired())
       return fail(snclTimeout, "rank {}: step {} made no progress for {} ms (waiting on peer {})", rank_,
                   stepIndex, timeoutMs_, pending_.front().peer);

@@ -30,6 +30,20 @@ class Executor {
 
   Result run(const algo::Schedule& schedule, const ExecArgs& args);
 
+  // Asked while a step waits (rate-limited by the callee): true stops the run with
+  // snclRemoteError and interrupted() set, recording no error (the comm's fault handling
+  // takes over).
+  struct Interrupt {
+    bool (*check)(void* ctx) = nullptr;
+    void* ctx = nullptr;
+  };
+  void setInterrupt(Interrupt i) { interrupt_ = i; }
+  bool interrupted() const { return interrupted_; }
+  // Steps that waited over a quarter of the deadline without progress, then went on.
+  uint64_t stalls() const { return stalls_; }
+  // The peer of the request that failed the last run (-1: none).
+  int failedPeer() const { return failedPeer_; }
+
  private:
   struct Pending {
     Transport* transport;
@@ -55,6 +69,10 @@ class Executor {
   int64_t timeoutMs_;
   std::vector<Pending> pending_;        // reused across steps: no allocation once warm
   std::vector<SinkTarget> sinks_;
+  Interrupt interrupt_;
+  bool interrupted_ = false;
+  int failedPeer_ = -1;
+  uint64_t stalls_ = 0;
 };
 
 }  // namespace sncl

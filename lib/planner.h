@@ -102,9 +102,10 @@ class Planner {
   std::string describe(const Plan& plan) const;
   const std::vector<Hierarchy>& hierarchies() const { return hierarchies_; }
   const CostModel& model() const { return *model_; }
+  // plan's modeled time on the topology as it is now (a re-run after a lost link).
+  double estimateUs(CollType coll, const Plan& plan, size_t bytes) const;
 
  private:
-  double estimateUs(CollType coll, const Plan& plan, size_t bytes) const;
   void findHierarchies();
 
   int rank_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/clock.h"
 #include "lib/error.h"
 
 namespace sncl {
@@ -80,6 +81,23 @@ class Transport {
   // counts them for fault triggers; the others ignore them.
   virtual void callBegin() {}
   virtual void callEnd() {}
+
+  // Fault handling (docs/faults.md). faultPending: this transport saw a link go down or a
+  // rank die since its last reset; cheap, asked after every successful call, so that a
+  // rank that finished before its peers noticed still joins the recovery.
+  virtual bool faultPending() { return false; }
+  // What it saw: topology links down, ranks dead (appended; off the hot path).
+  virtual void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const {
+    (void)links, (void)deadRanks;
+  }
+  // After the comm agreed on a fault: abandon every request and every byte in flight, and
+  // take routes from the topology's current health, so that a re-run starts clean and can
+  // never match a message of the failed attempt. Collective over all ranks of the comm
+  // (after every rank stopped posting); may use the bootstrap.
+  virtual Result reset(uint32_t attempt, Deadline deadline) {
+    (void)attempt, (void)deadline;
+    return fail(snclInvalidUsage, "the {} transport cannot be reset for a retry", name());
+  }
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();

@@ -202,6 +202,24 @@ snclResult_t snclRedOpDestroy(snclRedOp_t op, snclComm_t comm);
 snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclComm_t* newcomm,
                            snclConfig_t* config);
 
+/* Fault tolerance (docs/faults.md). A call that a lost rank (or a lost link without another
+ * route) interrupts fails on every surviving rank with snclRemoteError within the comm's
+ * deadline, and so do later calls; the survivors then shrink the comm.
+ *
+ * snclCommRevoke: this rank's calls in flight on comm stop with snclRemoteError and later
+ * ones fail at once; comm stays usable for snclCommShrink and destruction. */
+snclResult_t snclCommRevoke(snclComm_t comm);
+
+#define SNCL_SHRINK_DEFAULT 0x00 /* calls in flight on comm must have finished */
+#define SNCL_SHRINK_ABORT 0x01   /* revoke comm first: calls in flight stop */
+
+/* Collective over the surviving ranks of comm (every rank not in excludeRanks): builds a
+ * comm of them, ranks renumbered densely in their old order, with its own bootstrap and
+ * resources. excludeRanks NULL (excludeCount 0): the ranks comm detected and agreed lost.
+ * config fields left undefined (or NULL) come from comm. */
+snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
+                            snclConfig_t* config, int shrinkFlags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* sncl extensions beyond the NCCL-style API: control and observation of the emulated
- * supernode bus (the "bus" transport, docs/bus.md), for tests and benchmarks. Every call
- * fails with snclInvalidUsage on a comm that has no bus peers. */
+ * supernode bus (the "bus" transport, docs/bus.md), for tests and benchmarks, and the fault
+ * statistics of a comm. The snclBus* calls fail with snclInvalidUsage on a comm that has
+ * no bus peers. */
 #ifndef SNCL_SNCL_EXT_H_
 #define SNCL_SNCL_EXT_H_
 
@@ -38,6 +39,25 @@ snclResult_t snclBusModeledTimeUs(snclComm_t comm, double* lastCallUs, double* t
  * others in the model too; max(end) - max(start) over the ranks measures the collective
  * from the moment the last rank entered it. */
 snclResult_t snclBusLastCallSpanUs(snclComm_t comm, double* startUs, double* endUs);
+
+/* Fault handling of a comm (docs/faults.md): what this rank detected, agreed and did. */
+typedef struct {
+  uint64_t rounds;           /* recovery rounds this rank took part in */
+  uint64_t detected;         /* ... that it started from its own failed call */
+  uint64_t pulledIn;         /* ... that a side-channel message pulled it into */
+  uint64_t linkFailures;     /* lost links agreed */
+  uint64_t rankFailures;     /* lost ranks agreed */
+  uint64_t reroutes;         /* calls re-run successfully around lost links */
+  uint64_t unrecovered;      /* rounds that ended in an error for the call */
+  uint64_t stalls;           /* steps without progress for over a quarter of the deadline that
+                                then went on (a slow link or peer) */
+  uint64_t jittered;         /* chunk transfers delayed by jitter on the bus (all ranks) */
+  double lastRecoveryMs;     /* wall time from the failure of a call to the end of its re-run */
+  double lastRetryModeledUs; /* modeled bus time of that call, failed attempt and re-run */
+} snclFaultStats_t;
+
+/* Works on every comm (the bus fields stay 0 without a bus). */
+snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out);
 
 #ifdef __cplusplus
 }

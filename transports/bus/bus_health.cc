@@ -56,7 +56,8 @@ Result BusTransport::applyFault(const Fault& f) {
     case Fault::Kind::LinkDown: {
       LinkHealth& l = state_->link(f.link);
       uint64_t never = 0;
-      l.downAtNs.compare_exchange_strong(never, now);  // the first rank to apply it sets the time
+      if (l.downAtNs.compare_exchange_strong(never, now))  // the first rank to apply it sets the time
+        l.downCall.store(inCall_ ? calls_ : calls_ + 1);
       l.state.store(uint32_t(Health::Down), std::memory_order_release);
       break;
     }
@@ -64,6 +65,7 @@ Result BusTransport::applyFault(const Fault& f) {
       LinkHealth& l = state_->link(f.link);
       l.state.store(uint32_t(Health::Up), std::memory_order_release);
       l.downAtNs.store(0);
+      l.downCall.store(0);
       break;
     }
     case Fault::Kind::LinkDegrade: {
@@ -127,7 +129,6 @@ void BusTransport::syncHealth() {
               deadAt + detectWallNs_);
   }
   const topo::Graph& g = topology_->graph();
-  topo::Route route;
   for (topo::LinkId l = 0; l < g.linkCount(); ++l) {
     const LinkHealth& lh = state_->link(l);
     const auto health = Health(lh.state.load(std::memory_order_acquire));
@@ -136,21 +137,9 @@ void BusTransport::syncHealth() {
                                  : health == Health::Degraded ? topo::LinkState::Degraded
                                                               : topo::LinkState::Up;
     if (g.linkState(l) == want && (want != topo::LinkState::Degraded || g.linkFactor(l) == float(factor))) continue;
-    if (want == topo::LinkState::Down && failCode_ == snclSuccess) {
-      // Did a route of the comm cross it? Then bytes in flight on it are lost to the model.
-      bool used = false;
-      for (int a = 0; a < nranks_ && !used; ++a)
-        for (int b = 0; b < nranks_ && !used; ++b) {
-          if (a == b || topology_->routeRanks(a, b, &route) != snclSuccess) continue;
-          for (const topo::LinkShare& s : route.shares) used |= s.link == l;
-        }
-      if (used) {
-        failLink_ = l;
-        failAll(snclRemoteError,
-                fmt::format("bus: link {} is down; rank {} detected it after {} us (modeled); the comm's routes cross it",
-                            g.linkName(l), rank_, options_.detectUs),
-                lh.downAtNs.load() + detectWallNs_);
-      }
+    if (want == topo::LinkState::Down) {  // the comm marks it down once its ranks agreed
+      linkLost(l, lh);
+      continue;
     }
     if (topology_->setLinkState(l, want, factor) != snclSuccess)
       log::warn("bus: rank {}: link {} cannot take state {}: {}", rank_, g.linkName(l), topo::stateName(want),
@@ -163,12 +152,102 @@ void BusTransport::syncHealth() {
       failAll(snclRemoteError, fmt::format("bus: rank {} cannot reach rank {}: links are down", rank_, peer), wallNs());
 }
 
-// A transfer of this rank that the lost link failed: an error on the link direction it
+// A link the shared health says is down and the comm's topology does not yet: the pairs
+// of this rank whose route crosses it lose what is in flight and fail once the detection
+// time passed. Remembered (with whether any route of the comm crossed it) for
+// faultPending() and observedFaults().
+void BusTransport::linkLost(topo::LinkId l, const LinkHealth& lh) {
+  const topo::Graph& g = topology_->graph();
+  const uint64_t at = lh.downAtNs.load() + detectWallNs_;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    Pair& p = pairs_[peer];
+    if (!p.served || p.failCode != snclSuccess) continue;
+    bool crosses = false;
+    for (const Hop& h : p.hops) crosses |= h.channel / 2 == l;
+    if (!crosses) continue;
+    p.failCode = snclRemoteError;
+    p.failMessage = fmt::format("bus: link {} is down; rank {} detected it after {} us (modeled) on its route to rank {}",
+                                g.linkName(l), rank_, options_.detectUs, peer);
+    p.failAtNs = at;
+    p.lostLink = l;
+    p.sends = Queue{}, p.recvs = Queue{};
+    log::info(log::Subsys::Fault, "{}", p.failMessage);
+  }
+  for (const LostLink& x : lost_)
+    if (x.link == l) return;
+  bool used = false;
+  topo::Route route;
+  for (int a = 0; a < nranks_ && !used; ++a)
+    for (int b = 0; b < nranks_ && !used; ++b) {
+      if (a == b || topology_->routeRanks(a, b, &route) != snclSuccess) continue;
+      for (const topo::LinkShare& s : route.shares) used |= s.link == l;
+    }
+  lost_.push_back({l, used, lh.downCall.load()});
+  // A link no route crossed needs no agreement: routes stay as they are.
+  if (!used && topology_->setLinkState(l, topo::LinkState::Down) != snclSuccess)
+    log::warn("bus: rank {}: link {} cannot be marked down: {}", rank_, g.linkName(l), lastError());
+}
+
+// A lost link this rank's current (or an earlier) call ran into, or a dead rank: the
+// comm must agree even when this rank's own requests all completed.
+bool BusTransport::faultPending() {
+  if (!state_) return false;
+  syncHealth();
+  if (failCode_ != snclSuccess) return true;
+  for (const LostLink& x : lost_)
+    if (x.used && x.downCall <= calls_) return true;
+  return false;
+}
+
+void BusTransport::observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const {
+  if (!state_) return;
+  for (const LostLink& x : lost_)
+    if (x.used) links->push_back(x.link);
+  for (int r = 0; r < nranks_; ++r)
+    if (state_->rank(r).deadAtNs.load()) deadRanks->push_back(r);
+  if (inner_) inner_->observedFaults(links, deadRanks);
+}
+
+// Every rank stopped posting (the comm's decision came after all reported). Requests and
+// arrival rings start over, the bytes in flight go with the old shm transport, and routes
+// follow the topology, where the agreed links are now down.
+Result BusTransport::reset(uint32_t attempt, Deadline deadline) {
+  (void)deadline;  // the inner setup keeps the comm's own
+  if (!state_) return fail(snclInvalidUsage, "bus: reset before setup");
+  if (failCode_ != snclSuccess) return fail(failCode_, "bus: cannot reset after: {}", failMessage_);
+  for (Request& r : pool_)
+    if (r.state != Request::State::Free) release(&r);
+  for (int peer = 0; peer < nranks_; ++peer) {
+    Pair& p = pairs_[peer];
+    p.sends = Queue{}, p.recvs = Queue{};
+    p.failCode = snclSuccess;
+    p.failMessage.clear();
+    p.lostLink = topo::kNone;
+    p.sendSeq = p.recvSeq = 0;
+    if (!p.served) continue;
+    ArrivalEntry* ring = state_->ring(rank_, peer);
+    for (uint32_t i = 0; i < ringEntries_; ++i) ring[i].seq.store(0, std::memory_order_relaxed);
+    state_->consumed(peer, rank_).store(0, std::memory_order_release);
+  }
+  earliestGateNs_ = UINT64_MAX;
+  lost_.clear();
+  inner_->abort();
+  inner_.reset();
+  // Its setup exchanges over the bootstrap: a barrier after which every rank's rings are clean.
+  SNCL_CHECK(setupInner(attempt));
+  seenHealthEpoch_ = 0;  // links still down but not agreed come back as lost
+  SNCL_CHECK(computeRoutes());
+  syncHealth();
+  return snclSuccess;
+}
+
+// A transfer of this rank that a lost link failed: an error on the link direction it
 // would have crossed (a receive: the reverse of this rank's route to the peer).
 void BusTransport::countLostTransfer(const Request& r) {
-  if (failLink_ == topo::kNone) return;
-  for (const Hop& h : pairs_[r.peer].hops)
-    if (h.channel / 2 == failLink_) state_->channel(r.isSend ? h.channel : h.channel ^ 1).errors.fetch_add(1);
+  const Pair& p = pairs_[r.peer];
+  if (p.lostLink == topo::kNone) return;
+  for (const Hop& h : p.hops)
+    if (h.channel / 2 == p.lostLink) state_->channel(r.isSend ? h.channel : h.channel ^ 1).errors.fetch_add(1);
 }
 
 // The bus fails for this rank from atNs on: every outstanding and later request fails

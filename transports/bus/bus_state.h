@@ -41,6 +41,7 @@ struct LinkHealth {
   std::atomic<uint32_t> state;        // Health
   std::atomic<uint32_t> slowdownX1k;  // degraded: transfers take this / 1000 times longer
   std::atomic<uint64_t> downAtNs;     // wall time it went down
+  std::atomic<uint64_t> downCall;     // the call (1 = first) the rank that took it down was in
 };
 
 struct RankHealth {

@@ -86,10 +86,9 @@ Result BusTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   ringEntries_ = uint32_t(std::clamp<size_t>(kRingBudgetBytes / (sizeof(ArrivalEntry) * nranks_ * nranks_), 16, 1024));
   SNCL_CHECK(SharedState::open(ctx, ctx.commId ^ kStateSalt, uint32_t(g.linkCount()), ringEntries_, &state_));
 
-  TransportContext innerCtx = ctx;
-  innerCtx.commId = ctx.commId ^ kInnerShmSalt;
-  inner_ = createShmTransport();
-  SNCL_CHECK(inner_->setup(innerCtx, peers));
+  ctx_ = ctx;
+  peers_ = peers;
+  SNCL_CHECK(setupInner(0));
 
   pairs_.resize(nranks_);
   for (int p : peers) pairs_[p].served = true;
@@ -106,6 +105,15 @@ Result BusTransport::setup(const TransportContext& ctx, const std::vector<int>& 
               commName_.empty() ? "" : commName_ + " ", rank_, nranks_, peers.size(), g.name(), options_.timescale,
               options_.chunkBytes >> 10, options_.detectUs);
   return snclSuccess;
+}
+
+// The shm transport that moves the bytes; each attempt gets segments of its own, so
+// nothing of a failed attempt can reach a re-run.
+Result BusTransport::setupInner(uint32_t attempt) {
+  TransportContext innerCtx = ctx_;
+  innerCtx.commId = ctx_.commId ^ kInnerShmSalt ^ (uint64_t(attempt) * 0x9e3779b97f4a7c15ull);
+  inner_ = createShmTransport();
+  return inner_->setup(innerCtx, peers_);
 }
 
 // Routes of this rank to every served peer, from the topology's current health.
@@ -179,8 +187,8 @@ Result BusTransport::post(bool isSend, int peer, uint64_t tag, const void* data,
   r->sink = sink;
   r->chunks = uint32_t(std::max<size_t>(1, (bytes + options_.chunkBytes - 1) / options_.chunkBytes));
   r->readyNs = inCall_ ? cursorNs_ : wallNs();
-  if (failCode_ != snclSuccess) return snclSuccess;  // test() reports the failure
   Pair& p = pairs_[peer];
+  if (failCode_ != snclSuccess || p.failCode != snclSuccess) return snclSuccess;  // test() reports it
   (isSend ? p.sends : p.recvs).push(r);
   return snclSuccess;
 }
@@ -305,7 +313,7 @@ void BusTransport::progress() {
   checkTriggers(false);
   for (int peer = 0; peer < nranks_; ++peer) {
     Pair& p = pairs_[peer];
-    if (!p.served) continue;
+    if (!p.served || p.failCode != snclSuccess) continue;
     if (p.sends.head) progressSends(peer, p);
     if (p.recvs.head) progressRecvs(peer, p);
   }
@@ -319,18 +327,23 @@ Result BusTransport::test(RequestId id, bool* done) {
     failAll(snclInvalidUsage, fmt::format("bus: rank {}: the transport was aborted", rank_), wallNs());
   progress();
   const uint64_t now = wallNs();
-  const bool landedBefore = r->state == Request::State::Landing && r->gateNs <= failAtNs_;
-  if (failCode_ != snclSuccess && !landedBefore) {
+  // The bus's failure, else the pair's (a lost link on its route).
+  const Pair& pair = pairs_[r->peer];
+  const bool global = failCode_ != snclSuccess;
+  const Result code = global ? failCode_ : pair.failCode;
+  const uint64_t failAt = global ? failAtNs_ : pair.failAtNs;
+  const bool landedBefore = r->state == Request::State::Landing && r->gateNs <= failAt;
+  if (code != snclSuccess && !landedBefore) {
     // Not before the failure is detected: the model's detection time.
-    if (now < failAtNs_ && !aborted_.load(std::memory_order_relaxed)) {
-      earliestGateNs_ = std::min(earliestGateNs_, failAtNs_);
+    if (now < failAt && !aborted_.load(std::memory_order_relaxed)) {
+      earliestGateNs_ = std::min(earliestGateNs_, failAt);
       return snclSuccess;
     }
     *done = true;
-    cursorNs_ = std::max(cursorNs_, failAtNs_);
+    cursorNs_ = std::max(cursorNs_, failAt);
     countLostTransfer(*r);
     release(r);
-    return fail(failCode_, "{}", failMessage_);
+    return fail(code, "{}", global ? failMessage_ : pair.failMessage);
   }
   if (r->state == Request::State::Queued) return snclSuccess;
   if (now < r->gateNs) {  // bytes are in; the model says they land later

@@ -15,9 +15,11 @@
 // steps does not enter the model. The call's modeled duration is the cursor at its end
 // minus its start, divided by the timescale.
 //
-// Faults (faults.h) live in the shared segment: a link going down or a rank dying fails
-// every rank's bus requests after the detection time, naming the link or the rank;
-// degraded links slow transfers; jitter delays a fraction of chunks.
+// Faults (faults.h) live in the shared segment: a link going down fails, after the
+// detection time, the requests of this rank's pairs whose route crosses it (naming it); the
+// comm then agrees on it, marks it down in the topology and reset() re-routes for a re-run.
+// A rank dying fails every rank's bus requests. Degraded links slow transfers; jitter
+// delays a fraction of chunks.
 //
 // One thread drives a transport (isend, irecv, test, wait, call*); abort() may come from any.
 #pragma once
@@ -58,6 +60,9 @@ class BusTransport : public Transport, public BusControl {
   void abort() override;
   void callBegin() override;
   void callEnd() override;
+  bool faultPending() override;
+  void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
+  Result reset(uint32_t attempt, Deadline deadline) override;
 
   Result injectFaults(std::string_view spec) override;
   Result linkCounters(std::string_view link, snclBusCounters_t* out) const override;
@@ -104,6 +109,17 @@ class BusTransport : public Transport, public BusControl {
     uint64_t sendSeq = 0;  // chunks sent to the peer
     uint64_t recvSeq = 0;  // chunks received from it
     Queue sends, recvs;
+    // Set when a lost link crosses the pair's route: its requests fail from failAtNs on.
+    Result failCode = snclSuccess;
+    std::string failMessage;
+    uint64_t failAtNs = 0;
+    topo::LinkId lostLink = topo::kNone;
+  };
+  // A link seen down that the comm has not yet agreed on (marked down in the topology).
+  struct LostLink {
+    topo::LinkId link;
+    bool used;          // a route of the comm crosses it
+    uint64_t downCall;  // the call it went down in
   };
 
   Result computeRoutes();
@@ -122,7 +138,9 @@ class BusTransport : public Transport, public BusControl {
   void checkTriggers(bool atCallBegin);
   void syncHealth();
   void failAll(Result code, std::string message, uint64_t atNs);
+  void linkLost(topo::LinkId l, const LinkHealth& lh);
   void countLostTransfer(const Request& r);
+  Result setupInner(uint32_t attempt);
 
   BusOptions options_;
   int rank_ = -1;
@@ -130,6 +148,8 @@ class BusTransport : public Transport, public BusControl {
   int64_t timeoutMs_ = 60000;
   std::string commName_;
   const CommTopology* topology_ = nullptr;
+  TransportContext ctx_;              // for a fresh inner transport after reset()
+  std::vector<int> peers_;
   std::unique_ptr<Transport> inner_;  // shm: moves the bytes
   std::unique_ptr<SharedState> state_;
   std::vector<Pair> pairs_;           // by rank
@@ -154,7 +174,7 @@ class BusTransport : public Transport, public BusControl {
   uint64_t seenHealthEpoch_ = 0;
   std::mt19937_64 rng_;
   Result failCode_ = snclSuccess;  // set once the bus failed for this rank
-  topo::LinkId failLink_ = topo::kNone;  // the lost link that caused it, if one did
+  std::vector<LostLink> lost_;     // seen down, not agreed yet
   std::string failMessage_;
   uint64_t failAtNs_ = 0;
   std::atomic<bool> aborted_{false};

@@ -255,6 +255,11 @@ bool ShmTransport::peerAlive(const Peer& p) const {
   return poll(&fd, 1, 0) == 0;  // readable once the process has exited
 }
 
+void ShmTransport::observedFaults(std::vector<uint32_t>*, std::vector<int>* deadRanks) const {
+  for (const Peer& p : peers_)
+    if (!peerAlive(p)) deadRanks->push_back(p.rank);
+}
+
 void ShmTransport::failPair(Peer& p, Result code, std::string message, PairFailure reason, PairStatus details) {
   if (p.error != snclSuccess) return;
   p.error = code;

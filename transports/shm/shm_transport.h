@@ -46,6 +46,8 @@ class ShmTransport : public Transport {
   Result test(RequestId req, bool* done) override;
   void wait(int64_t maxMicros) override;
   void abort() override;
+  // Peers whose process exited (pidfd), dead or not talking to this rank right now.
+  void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
 
  private:
   struct Peer {

@@ -1,0 +1,77 @@
+// Fault handling of a comm (docs/faults.md): the side channel over the bootstrap, the
+// agreement on what failed, and the state a retry or a shrink needs.
+//
+// A rank that sees a call fail (a transport error, a stall past the deadline, a fault its
+// transport reports) starts a recovery round. The coordinator, the lowest rank it does not
+// know dead, sends every other rank a Join (which pulls in ranks still waiting in the call:
+// the executor polls for it), collects one Report from each live rank (a rank that does not
+// report by the deadline is lost), decides and sends the Decision. All ranks then act alike:
+// mark the failed links down (a new topology epoch), reset the transports and re-run, or
+// return the error.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/clock.h"
+#include "lib/error.h"
+#include "sncl/sncl_ext.h"
+
+struct snclComm;
+
+namespace sncl {
+
+enum class Verdict : int32_t {
+  Retry = 0,     // links were lost, every rank still has a route: reset and re-run
+  LinkLost = 1,  // a lost link left two ranks without a route
+  RankLost = 2,  // ranks died or stopped answering
+  Failed = 3,    // another error (or ranks in different calls): returned as it is
+};
+
+struct Decision {
+  Verdict verdict = Verdict::Failed;
+  Result code = snclSuccess;    // what the call returns unless it is retried
+  std::vector<uint32_t> links;  // lost links, agreed
+  std::vector<int> deadRanks;   // lost ranks, agreed
+  std::string message;          // names the link or the ranks
+};
+
+struct FaultState {
+  bool retry = false;       // SNCL_RETRY: re-run a call that a lost link interrupted
+  int maxAttempts = 3;      // of one call (a link may also fail during the re-run)
+  uint32_t round = 0;       // recovery rounds so far, equal on every rank
+  uint32_t attempt = 0;     // transport resets so far (salts fresh transport resources)
+  bool broken = false;      // a lost rank or an unroutable link: later calls fail at once
+  std::string brokenMessage;
+  std::vector<int> deadRanks;      // agreed lost ranks (snclCommShrink's default exclusion)
+  std::vector<uint32_t> lostLinks; // agreed lost links, in the topology as down
+  std::vector<char> savedInput;    // an in-place call's input, kept for a re-run; grows
+  std::atomic<bool> revoked{false};
+  double lastPollS = 0;           // of the side channel by a waiting call, rate-limited
+  // A message that pulled this rank into a round while its call waited.
+  int pulledBy = -1;
+  bool pulledIsJoin = false;
+  std::vector<char> pulledMessage;
+  snclFaultStats_t stats{};
+};
+
+// Reads SNCL_RETRY (default on when the comm uses the bus).
+void faultInit(snclComm* comm);
+// Executor hook: true when a recovery message for this rank arrived (or the comm was
+// revoked); the call then stops waiting and joins the round. Cheap between polls.
+bool faultPoll(snclComm* comm);
+// Runs one recovery round for the call with sequence number seq. cause: the call's own
+// failure (snclSuccess when pulled in or when it finished but its transport saw a fault),
+// causeText its message. Bounded by the comm's deadline.
+// canRetry: this rank can re-run the call (SNCL_RETRY on, attempts left).
+Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
+                  Decision* out);
+// True when this rank's own transport says it is dead (killed): it takes no part.
+bool faultSelfDead(snclComm* comm);
+// Applies a Retry decision (its links are down in the topology already): transports reset
+// (collective).
+Result faultApplyRetry(snclComm* comm, const Decision& d);
+
+}  // namespace sncl
