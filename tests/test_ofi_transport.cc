@@ -43,6 +43,9 @@ class TamperingBootstrap : public Bootstrap {
   Result recv(int peer, uint32_t tag, void* data, size_t bytes, Deadline deadline) override {
     return inner_->recv(peer, tag, data, bytes, deadline);
   }
+  Result tryRecv(int peer, uint32_t tag, void* data, size_t bytes, bool* got) override {
+    return inner_->tryRecv(peer, tag, data, bytes, got);
+  }
   void abort() override { inner_->abort(); }
 
  private:
