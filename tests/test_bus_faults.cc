@@ -135,20 +135,18 @@ TEST_CASE("bus faults: jitter delays a counted fraction of transfers, data stays
   unsetenv("SNCL_TOPO_FILE");
   auto comms = test::busComms(kRanks);
   REQUIRE(comms.size() == size_t(kRanks));
-  auto calm = allReduce(comms);
-  requireExact(calm);
+  const double calm = fastest(comms);
   snclBusCounters_t before{};
   REQUIRE(snclBusGetLinkCounters(comms[0], nullptr, &before) == snclSuccess);
   CHECK(before.jittered == 0);
   REQUIRE(snclBusInjectFault(comms[0], "jitter=0.5:20us") == snclSuccess);
-  auto shaky = allReduce(comms);
-  requireExact(shaky);
+  const double shaky = fastest(comms);
   snclBusCounters_t after{};
   REQUIRE(snclBusGetLinkCounters(comms[0], nullptr, &after) == snclSuccess);
-  // 8 ranks x 14 steps x 2 chunks, half of them jittered: far from 0 and from all.
-  CHECK(after.jittered > 20);
+  // 3 runs x 8 ranks x 14 steps x 2 chunks, half of them jittered: far from 0 and from all.
+  CHECK(after.jittered > 60);
   CHECK(after.jittered < after.chunks - before.chunks);
-  CHECK(slowest(shaky) > slowest(calm) + 20);
+  CHECK(shaky > calm + 20);
   test::destroyAll(comms);
 }
 
