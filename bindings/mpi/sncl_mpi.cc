@@ -91,6 +91,20 @@ int finish(snclResult_t r, Kind k, MPI_Comm comm) {
   return MPI_ERR_OTHER;
 }
 
+// The bytes each rank contributes to an All-Gather or All-to-All block, or why sncl cannot
+// serve it (types that are not plain bytes, counts, send and receive blocks that differ).
+const char* blockOf(bool inPlace, int sendcount, MPI_Datatype sendtype, int recvcount, MPI_Datatype recvtype,
+                    size_t* block) {
+  const size_t relem = plainBytes(recvtype);
+  *block = relem * static_cast<size_t>(recvcount > 0 ? recvcount : 0);
+  if (!relem) return "datatype";
+  if (recvcount <= 0) return "count";
+  if (inPlace) return nullptr;
+  const size_t selem = plainBytes(sendtype);
+  if (!selem || sendcount < 0 || selem * static_cast<size_t>(sendcount) != *block) return "send type";
+  return nullptr;
+}
+
 }  // namespace
 }  // namespace sncl_mpi
 
@@ -148,13 +162,8 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
   const bool inPlace = sendbuf == MPI_IN_PLACE;
-  const size_t relem = plainBytes(recvtype);
-  const size_t block = relem * static_cast<size_t>(recvcount > 0 ? recvcount : 0);
-  const char* why = !relem ? "datatype" : recvcount <= 0 ? "count" : nullptr;
-  if (!why && !inPlace) {
-    const size_t selem = plainBytes(sendtype);
-    if (!selem || sendcount < 0 || selem * static_cast<size_t>(sendcount) != block) why = "send type";
-  }
+  size_t block = 0;
+  const char* why = blockOf(inPlace, sendcount, sendtype, recvcount, recvtype, &block);
   snclComm_t c = why ? nullptr : served(comm);
   if (!c) {
     note(kAllgather, false, why ? why : "communicator", 0);
@@ -169,13 +178,8 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
   const bool inPlace = sendbuf == MPI_IN_PLACE;
-  const size_t relem = plainBytes(recvtype);
-  const size_t block = relem * static_cast<size_t>(recvcount > 0 ? recvcount : 0);
-  const char* why = !relem ? "datatype" : recvcount <= 0 ? "count" : nullptr;
-  if (!why && !inPlace) {
-    const size_t selem = plainBytes(sendtype);
-    if (!selem || sendcount < 0 || selem * static_cast<size_t>(sendcount) != block) why = "send type";
-  }
+  size_t block = 0;
+  const char* why = blockOf(inPlace, sendcount, sendtype, recvcount, recvtype, &block);
   snclComm_t c = why ? nullptr : served(comm);
   if (!c) {
     note(kAlltoall, false, why ? why : "communicator", 0);
