@@ -225,19 +225,25 @@ void BusTransport::deliverChunk(void* ctx, size_t offset, const void* data, size
   r->sink.deliver(r->sink.ctx, r->chunkOffset + offset, data, bytes);
 }
 
+// Whether r's chunk in the shm data path finished; a failure there fails the bus.
+bool BusTransport::innerDone(Request& r) {
+  bool done = false;
+  Result e = inner_->test(r.inner, &done);
+  if (!done) return false;
+  r.innerActive = false;
+  if (e != snclSuccess) {
+    failAll(e, lastError(), wallNs());
+    return false;
+  }
+  return true;
+}
+
 // The head send of a pair hands its chunks to shm one at a time, reserving each first;
 // once all are handed over it waits (Landing) for its last chunk to leave the links.
 void BusTransport::progressSends(int peer, Pair& p) {
   while (Request* r = p.sends.head) {
     if (r->innerActive) {
-      bool done = false;
-      Result e = inner_->test(r->inner, &done);
-      if (!done) return;
-      r->innerActive = false;
-      if (e != snclSuccess) {
-        failAll(e, lastError(), wallNs());
-        return;
-      }
+      if (!innerDone(*r)) return;
     }
     if (r->nextChunk == r->chunks) {
       r->state = Request::State::Landing;
@@ -270,14 +276,7 @@ void BusTransport::progressSends(int peer, Pair& p) {
 void BusTransport::progressRecvs(int peer, Pair& p) {
   while (Request* r = p.recvs.head) {
     if (r->innerActive) {
-      bool done = false;
-      Result e = inner_->test(r->inner, &done);
-      if (!done) return;
-      r->innerActive = false;
-      if (e != snclSuccess) {
-        failAll(e, lastError(), wallNs());
-        return;
-      }
+      if (!innerDone(*r)) return;
       const uint64_t seq = p.recvSeq;
       ArrivalEntry& entry = state_->ring(peer, rank_)[seq % ringEntries_];
       if (entry.seq.load(std::memory_order_acquire) != seq + 1) {

@@ -128,6 +128,7 @@ class BusTransport : public Transport, public BusControl {
   void release(Request* r);
   Result post(bool isSend, int peer, uint64_t tag, const void* data, size_t bytes, RecvSink sink, RequestId* id);
   void progress();
+  bool innerDone(Request& r);
   void progressSends(int peer, Pair& p);
   void progressRecvs(int peer, Pair& p);
   uint64_t reserveChunk(Pair& p, uint64_t readyNs, size_t bytes, uint64_t* leftNs);
