@@ -256,6 +256,9 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     if (r == snclSuccess && !anyFaultPending(comm)) break;
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
+    // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
+    // agreement makes the call succeed, and the caller must see what it did.
+    if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage)) return r;
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
