@@ -4,13 +4,15 @@
 #   run_mpi_dropin.sh <mpi_program> <libsncl_mpi.so> <nranks>
 set -euo pipefail
 prog=$1 lib=$2 np=$3
+# A sanitized build's library needs its runtime loaded first, even into mpirun and sh.
+preload=${SNCL_SANITIZER_RUNTIME:+$SNCL_SANITIZER_RUNTIME }$lib
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$np"
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 
 timeout 120 "${mpirun[@]}" "$prog" >"$out/plain.txt"
-SNCL_MPI_DEBUG=1 LD_PRELOAD=$lib timeout 120 "${mpirun[@]}" "$prog" >"$out/sncl.txt" 2>"$out/debug.txt" || {
+SNCL_MPI_DEBUG=1 LD_PRELOAD=$preload timeout 120 "${mpirun[@]}" "$prog" >"$out/sncl.txt" 2>"$out/debug.txt" || {
   cat "$out/debug.txt" >&2
   exit 1
 }
@@ -32,6 +34,6 @@ for kind in MPI_Allreduce MPI_Bcast; do
   [ "$ranks" -eq "$np" ] || { echo "FAIL: $kind fallbacks not counted on all ranks" >&2; exit 1; }
 done
 # Programs that call none of the served functions (here not even MPI) are unaffected.
-said=$(LD_PRELOAD=$lib timeout 60 "${mpirun[@]}" sh -c 'echo unaffected' | grep -c '^unaffected$' || true)
+said=$(LD_PRELOAD=$preload timeout 60 "${mpirun[@]}" sh -c 'echo unaffected' | grep -c '^unaffected$' || true)
 [ "$said" -eq "$np" ] || { echo "FAIL: a plain command under the preload printed $said of $np lines" >&2; exit 1; }
 echo "OK: $lines identical result lines with and without the preload on $np ranks"
