@@ -91,18 +91,22 @@ int finish(snclResult_t r, Kind k, MPI_Comm comm) {
   return MPI_ERR_OTHER;
 }
 
-// The bytes each rank contributes to an All-Gather or All-to-All block, or why sncl cannot
-// serve it (types that are not plain bytes, counts, send and receive blocks that differ).
-const char* blockOf(bool inPlace, int sendcount, MPI_Datatype sendtype, int recvcount, MPI_Datatype recvtype,
-                    size_t* block) {
+// The sncl comm serving an All-Gather or All-to-All and the bytes of each rank's block, or
+// null after noting why the call goes to MPI (types that are not plain bytes, counts, send
+// and receive blocks that differ, a communicator sncl does not serve).
+snclComm_t blockCall(Kind k, const void* sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, size_t* block) {
   const size_t relem = plainBytes(recvtype);
   *block = relem * static_cast<size_t>(recvcount > 0 ? recvcount : 0);
-  if (!relem) return "datatype";
-  if (recvcount <= 0) return "count";
-  if (inPlace) return nullptr;
-  const size_t selem = plainBytes(sendtype);
-  if (!selem || sendcount < 0 || selem * static_cast<size_t>(sendcount) != *block) return "send type";
-  return nullptr;
+  const char* why = !relem ? "datatype" : recvcount <= 0 ? "count" : nullptr;
+  if (!why && sendbuf != MPI_IN_PLACE) {
+    const size_t selem = plainBytes(sendtype);
+    if (!selem || sendcount < 0 || selem * static_cast<size_t>(sendcount) != *block) why = "send type";
+  }
+  snclComm_t c = why ? nullptr : served(comm);
+  if (!c) note(k, false, why ? why : "communicator", 0);
+  else note(k, true, nullptr, *block);
+  return c;
 }
 
 }  // namespace
@@ -161,32 +165,20 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  const bool inPlace = sendbuf == MPI_IN_PLACE;
   size_t block = 0;
-  const char* why = blockOf(inPlace, sendcount, sendtype, recvcount, recvtype, &block);
-  snclComm_t c = why ? nullptr : served(comm);
-  if (!c) {
-    note(kAllgather, false, why ? why : "communicator", 0);
-    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
-  note(kAllgather, true, nullptr, block);
-  auto* out = static_cast<char*>(recvbuf);
-  const void* src = inPlace ? out + static_cast<size_t>(rankIn(comm)) * block : sendbuf;
+  snclComm_t c = blockCall(kAllgather, sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block);
+  if (!c) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  const void* src =
+      sendbuf == MPI_IN_PLACE ? static_cast<char*>(recvbuf) + static_cast<size_t>(rankIn(comm)) * block : sendbuf;
   return finish(snclAllGather(src, recvbuf, block, snclUint8, c, nullptr), kAllgather, comm);
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-  const bool inPlace = sendbuf == MPI_IN_PLACE;
   size_t block = 0;
-  const char* why = blockOf(inPlace, sendcount, sendtype, recvcount, recvtype, &block);
-  snclComm_t c = why ? nullptr : served(comm);
-  if (!c) {
-    note(kAlltoall, false, why ? why : "communicator", 0);
-    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
-  note(kAlltoall, true, nullptr, block);
-  const void* src = inPlace ? recvbuf : sendbuf;
+  snclComm_t c = blockCall(kAlltoall, sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block);
+  if (!c) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   return finish(snclAlltoAll(src, recvbuf, block, snclUint8, c, nullptr), kAlltoall, comm);
 }
 
