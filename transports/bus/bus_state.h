@@ -1,5 +1,5 @@
 // The bus's shared segment: one per comm, mapped by every rank, holding what all ranks of
-// the emulated supernode must see alike: a reservation clock and counters per link
+// the emulated supernode must see alike: a reservation calendar and counters per link
 // direction, the health of every link, the liveness of every rank, jitter settings, and
 // per ordered pair of ranks a ring of chunk arrival times (the sender writes the modeled
 // arrival of each chunk it sends; the receiver reads it when the chunk's bytes came).
@@ -17,6 +17,7 @@
 
 #include "lib/error.h"
 #include "lib/transport.h"
+#include "transports/bus/calendar.h"
 
 namespace sncl::bus {
 
@@ -27,7 +28,7 @@ inline uint64_t wallNs() {
 }
 
 struct alignas(64) Channel {
-  std::atomic<uint64_t> busyUntil;  // wall ns until which this link direction is reserved
+  Calendar reserved;  // when this link direction is busy (wall ns)
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> chunks;
   std::atomic<uint64_t> busyWallNs;

@@ -200,11 +200,7 @@ uint64_t BusTransport::reserveChunk(Pair& p, uint64_t readyNs, size_t bytes, uin
   for (const Hop& h : p.hops) {
     Channel& ch = state_->channel(h.channel);
     const uint64_t hold = uint64_t(std::llround(double(bytes) * h.wallNsPerByte));
-    uint64_t busy = ch.busyUntil.load(std::memory_order_relaxed), start = 0;
-    do {
-      start = std::max(readyNs, busy);
-    } while (!ch.busyUntil.compare_exchange_weak(busy, start + hold, std::memory_order_acq_rel));
-    end = std::max(end, start + hold);
+    end = std::max(end, ch.reserved.book(readyNs, hold));
     ch.bytes.fetch_add(uint64_t(std::llround(double(bytes) * h.fraction)), std::memory_order_relaxed);
     ch.chunks.fetch_add(1, std::memory_order_relaxed);
     ch.busyWallNs.fetch_add(hold, std::memory_order_relaxed);
