@@ -69,7 +69,7 @@ CostModel::PairCost CostModel::pair(int src, int dst) const {
 // A rank's transport moves at most β(kind) bytes per µs in each direction, whatever the
 // number of its flows (shm copies on the rank's core; ofi streams through one endpoint):
 // rank channels carry that limit, beside the link directions of the routes.
-double CostModel::stepUs(std::span<const Flow> flows) const {
+CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   std::lock_guard lock(mutex_);
   load_.clear();
   auto rankChannel = [](int rank, bool in, topo::LinkKind kind) {
@@ -78,29 +78,40 @@ double CostModel::stepUs(std::span<const Flow> flows) const {
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes <= 0) continue;
     const PairRoute& r = route(f.src, f.dst);
-    if (!r.reachable) return std::numeric_limits<double>::infinity();
+    if (!r.reachable) {
+      constexpr double kInf = std::numeric_limits<double>::infinity();
+      return {kInf, kInf, kInf};
+    }
     for (const auto& [channel, fraction] : r.shares) load_[channel] += f.bytes * fraction;
     load_[rankChannel(f.src, false, r.kind)] += f.bytes;
     load_[rankChannel(f.dst, true, r.kind)] += f.bytes;
   }
-  double worst = 0;
-  bool messages = false;
+  StepCost c;
+  double sum = 0;
+  int messages = 0;
   for (const Flow& f : flows) {
     if (f.src == f.dst) {
-      worst = std::max(worst, f.bytes / memBytesPerUs());
+      c.worstUs = std::max(c.worstUs, f.bytes / memBytesPerUs());
       continue;
     }
     if (f.bytes <= 0) continue;
-    messages = true;
+    ++messages;
     const PairRoute& r = route(f.src, f.dst);
     double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
     for (const auto& [channel, fraction] : r.shares) {
       const double bytesPerUs = graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) * 1e3;
       transfer = std::max(transfer, load_[channel] / bytesPerUs);
     }
-    worst = std::max(worst, r.alphaUs + transfer);
+    c.worstUs = std::max(c.worstUs, r.alphaUs + transfer);
+    c.transferUs = std::max(c.transferUs, transfer);
+    sum += r.alphaUs + transfer;
   }
-  return worst + (messages ? stepOverheadUs_ : 0.0);
+  if (messages) {
+    c.meanUs = sum / messages + stepOverheadUs_;
+    c.worstUs += stepOverheadUs_;
+    c.transferUs += stepOverheadUs_;
+  }
+  return c;
 }
 
 }  // namespace sncl

@@ -103,8 +103,16 @@ class CostModel {
   };
   PairCost pair(int src, int dst) const;
 
+  // A step's messages, each α + its transfer at the shared links' rates, plus the step
+  // overhead: the slowest one, their mean, and the longest transfer without α.
+  struct StepCost {
+    double worstUs = 0;
+    double meanUs = 0;
+    double transferUs = 0;
+  };
+  StepCost stepCost(std::span<const Flow> flows) const;
   // Time until every flow of a step has arrived (µs).
-  double stepUs(std::span<const Flow> flows) const;
+  double stepUs(std::span<const Flow> flows) const { return stepCost(flows).worstUs; }
 
  private:
   struct PairRoute {

@@ -22,12 +22,16 @@ Pieces cut(double bytes, double chunkBytes) {
   return {rounds, bytes / rounds};
 }
 
-// Every member sends piece to its ring successor, in every group.
+// Every member sends piece to its ring successor, in every group. Ranks do not step in
+// lockstep: a rank waits for its predecessor's message and its own send, so the critical
+// path runs around the ring through every edge in turn and a step costs the mean edge,
+// unless one edge's transfer is longer than that (its sender cannot go faster).
 double ringStep(const CostModel& m, const Groups& groups, double piece) {
   std::vector<Flow> flows;
   for (const auto& g : groups)
     for (size_t i = 0; i < g.size(); ++i) flows.push_back({g[i], g[(i + 1) % g.size()], piece});
-  return m.stepUs(flows);
+  const CostModel::StepCost c = m.stepCost(flows);
+  return std::max(c.meanUs, c.transferUs);
 }
 
 // Every member sends bytes to every other member, in every group.
