@@ -304,6 +304,7 @@ Result runCollective(snclComm* comm, const CollOp& op) {
       return fail(snclInvalidArgument, "reduction {} is not supported for {}", redOpName(op.op), dtypeName(op.dtype));
   }
 
+  for (auto& t : comm->transports) t->beforePlan(args.seq);
   const Plan& plan = comm->planner->choose(op.coll, op.count * elemSize);
   const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
                         op.coll == CollType::AlltoAll && op.input == op.output};

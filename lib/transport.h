@@ -81,6 +81,10 @@ class Transport {
   // counts them for fault triggers; the others ignore them.
   virtual void callBegin() {}
   virtual void callEnd() {}
+  // Before the planner chooses for the comm's collective number seq (0 = first). A
+  // transport that changes the comm's topology (bus: a link back up or degraded) applies
+  // here what takes effect from seq on, so that every rank plans it on the same graph.
+  virtual void beforePlan(uint64_t seq) { (void)seq; }
 
   // Fault handling (docs/faults.md). faultPending: this transport saw a link go down or a
   // rank die since its last reset; cheap, asked after every successful call, so that a

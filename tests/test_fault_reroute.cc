@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -140,11 +141,14 @@ TEST_CASE("fault: a link lost mid-All-Reduce is rerouted; results bit-exact, log
     CHECK(log.find("link(s) n0.e1-n0.l1p0 lost during allreduce #2") != std::string::npos);
     CHECK(log.find("rerouted on topology epoch") != std::string::npos);
     CHECK(log.find("modeled at") != std::string::npos);
-    // Later calls plan on the topology without the link, and stay correct.
+    // Later calls plan on the topology without the link (the plan may change, and with it
+    // the order of additions), and stay correct.
     auto after = allReduce(comms, inPlace);
     for (int r = 0; r < kRanks; ++r) {
       REQUIRE(after[r].result == snclSuccess);
-      CHECK(memcmp(after[r].out.data(), healthy[r].out.data(), kCount * sizeof(float)) == 0);
+      size_t off = 0;
+      for (size_t i = 0; i < kCount; ++i) off += std::fabs(after[r].out[i] - healthy[r].out[i]) > 1e-5f;
+      CHECK(off == 0);
     }
     test::destroyAll(comms);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/log.h"
+#include "transports/bus/pid_lock.h"
 #include "transports/bus/bus_transport.h"
 
 namespace sncl::bus {
@@ -62,6 +63,7 @@ Result BusTransport::applyFault(const Fault& f) {
       break;
     }
     case Fault::Kind::LinkUp: {
+      SNCL_CHECK(logLinkChange(f.link, Health::Up, 1000));
       LinkHealth& l = state_->link(f.link);
       l.state.store(uint32_t(Health::Up), std::memory_order_release);
       l.downAtNs.store(0);
@@ -69,8 +71,10 @@ Result BusTransport::applyFault(const Fault& f) {
       break;
     }
     case Fault::Kind::LinkDegrade: {
+      const uint32_t slowdownX1k = uint32_t(std::llround(f.slowdown * 1000));
+      SNCL_CHECK(logLinkChange(f.link, Health::Degraded, slowdownX1k));
       LinkHealth& l = state_->link(f.link);
-      l.slowdownX1k.store(uint32_t(std::llround(f.slowdown * 1000)));
+      l.slowdownX1k.store(slowdownX1k);
       l.state.store(uint32_t(Health::Degraded), std::memory_order_release);
       break;
     }
@@ -86,6 +90,55 @@ Result BusTransport::applyFault(const Fault& f) {
   }
   h.healthEpoch.fetch_add(1, std::memory_order_acq_rel);
   return snclSuccess;
+}
+
+// Appends a link's change to the shared log, taking effect from the first collective no
+// rank has planned yet. A rank that plans takes the lock too (beforePlan), so each rank
+// either planned before the change was logged or sees it when it plans.
+Result BusTransport::logLinkChange(topo::LinkId link, Health state, uint32_t slowdownX1k) {
+  LinkChanges& changes = state_->header().changes;
+  PidLock lock(changes.owner);
+  uint64_t from = 0, oldest = changes.count;
+  int laggard = -1;
+  for (int r = 0; r < nranks_; ++r) {
+    const RankHealth& h = state_->rank(r);
+    from = std::max(from, h.plannedSeq);
+    if (h.deadAtNs.load() == 0 && h.appliedChanges < oldest) oldest = h.appliedChanges, laggard = r;
+  }
+  if (changes.count - oldest >= LinkChanges::kEntries)
+    return fail(snclInvalidUsage, "bus: {} link changes wait for rank {} to plan a collective; no room for another",
+                changes.count - oldest, laggard);
+  changes.entry[changes.count % LinkChanges::kEntries] = {from, uint32_t(link), uint32_t(state), slowdownX1k, 0};
+  ++changes.count;
+  return snclSuccess;
+}
+
+// The link changes due by collective seq go into this rank's topology (a new epoch, new
+// routes) before the planner reads it.
+void BusTransport::beforePlan(uint64_t seq) {
+  if (!state_) return;
+  LinkChanges& changes = state_->header().changes;
+  {
+    PidLock lock(changes.owner);
+    RankHealth& me = state_->rank(rank_);
+    me.plannedSeq = std::max(me.plannedSeq, seq + 1);
+    for (; me.appliedChanges < changes.count; ++me.appliedChanges) {
+      const LinkChange& c = changes.entry[me.appliedChanges % LinkChanges::kEntries];
+      if (c.fromSeq > seq) break;
+      dueChanges_.push_back(c);
+    }
+  }
+  if (dueChanges_.empty()) return;
+  for (const LinkChange& c : dueChanges_) {
+    const bool degraded = Health(c.state) == Health::Degraded;
+    const double factor = degraded ? 1000.0 / std::max<uint32_t>(1001, c.slowdownX1k) : 1.0;
+    if (topology_->setLinkState(c.link, degraded ? topo::LinkState::Degraded : topo::LinkState::Up, factor) !=
+        snclSuccess)
+      log::warn("bus: rank {}: link {} cannot change state: {}", rank_, topology_->graph().linkName(c.link),
+                lastError());
+  }
+  dueChanges_.clear();
+  if (failCode_ == snclSuccess && computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
 }
 
 // Fires pending faults whose trigger came: op=N as this rank begins its N-th call (a
@@ -128,25 +181,15 @@ void BusTransport::syncHealth() {
                           r, rank_, options_.detectUs),
               deadAt + detectWallNs_);
   }
+  // A link down is marked in the topology once the comm's ranks agreed; one back up or
+  // degraded at the collective the shared log says (beforePlan).
   const topo::Graph& g = topology_->graph();
   for (topo::LinkId l = 0; l < g.linkCount(); ++l) {
     const LinkHealth& lh = state_->link(l);
-    const auto health = Health(lh.state.load(std::memory_order_acquire));
-    const double factor = health == Health::Degraded ? 1000.0 / std::max<uint32_t>(1001, lh.slowdownX1k.load()) : 1.0;
-    const topo::LinkState want = health == Health::Down       ? topo::LinkState::Down
-                                 : health == Health::Degraded ? topo::LinkState::Degraded
-                                                              : topo::LinkState::Up;
-    if (g.linkState(l) == want && (want != topo::LinkState::Degraded || g.linkFactor(l) == float(factor))) continue;
-    if (want == topo::LinkState::Down) {  // the comm marks it down once its ranks agreed
+    if (Health(lh.state.load(std::memory_order_acquire)) == Health::Down && g.linkState(l) != topo::LinkState::Down)
       linkLost(l, lh);
-      continue;
-    }
-    if (topology_->setLinkState(l, want, factor) != snclSuccess)
-      log::warn("bus: rank {}: link {} cannot take state {}: {}", rank_, g.linkName(l), topo::stateName(want),
-                lastError());
   }
   if (failCode_ != snclSuccess) return;  // routes stay as they were: counters name the lost link
-  if (computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
   for (int peer = 0; peer < nranks_; ++peer)
     if (pairs_[peer].served && pairs_[peer].hops.empty() && failCode_ == snclSuccess)
       failAll(snclRemoteError, fmt::format("bus: rank {} cannot reach rank {}: links are down", rank_, peer), wallNs());

@@ -47,6 +47,27 @@ struct LinkHealth {
 
 struct RankHealth {
   std::atomic<uint64_t> deadAtNs;  // 0: alive; else wall time it stopped responding
+  uint64_t plannedSeq;             // collectives it has planned (changes' lock held)
+  uint64_t appliedChanges;         // link changes it has applied (changes' lock held)
+};
+
+// A link coming back up or changing speed. Ranks learn of it at different times, yet all
+// must plan a collective on the same graph: it takes effect from the first collective no
+// rank had planned when it was made (docs/bus.md).
+struct LinkChange {
+  uint64_t fromSeq;
+  uint32_t link;
+  uint32_t state;        // Health: Up or Degraded
+  uint32_t slowdownX1k;  // degraded: transfers take this / 1000 times longer
+  uint32_t pad;
+};
+
+struct LinkChanges {
+  static constexpr uint32_t kEntries = 64;  // a ring: a change is kept until every rank applied it
+  std::atomic<int32_t> owner;               // PidLock
+  uint32_t pad;
+  uint64_t count;  // changes ever made; entry i sits at i % kEntries
+  LinkChange entry[kEntries];
 };
 
 struct ArrivalEntry {
@@ -65,6 +86,7 @@ struct Header {
   std::atomic<uint64_t> jitterPpm;     // fraction of chunks delayed, parts per million
   std::atomic<uint64_t> jitterWallNs;  // their extra delay
   std::atomic<uint32_t> detached;      // ranks that closed their transport
+  LinkChanges changes;
 };
 
 // The mapped segment and typed views of it.

@@ -60,6 +60,7 @@ class BusTransport : public Transport, public BusControl {
   void abort() override;
   void callBegin() override;
   void callEnd() override;
+  void beforePlan(uint64_t seq) override;
   bool faultPending() override;
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
   Result reset(uint32_t attempt, Deadline deadline) override;
@@ -136,6 +137,7 @@ class BusTransport : public Transport, public BusControl {
 
   // faults and health
   Result applyFault(const Fault& f);
+  Result logLinkChange(topo::LinkId link, Health state, uint32_t slowdownX1k);
   void checkTriggers(bool atCallBegin);
   void syncHealth();
   void failAll(Result code, std::string message, uint64_t atNs);
@@ -173,6 +175,7 @@ class BusTransport : public Transport, public BusControl {
   // faults
   std::vector<Fault> pending_;  // with a trigger not reached yet
   uint64_t seenHealthEpoch_ = 0;
+  std::vector<LinkChange> dueChanges_;  // taken from the shared log, to apply outside its lock
   std::mt19937_64 rng_;
   Result failCode_ = snclSuccess;  // set once the bus failed for this rank
   std::vector<LostLink> lost_;     // seen down, not agreed yet

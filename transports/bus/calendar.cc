@@ -1,43 +1,15 @@
 #include "transports/bus/calendar.h"
 
-#include <sched.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
+
+#include "transports/bus/pid_lock.h"
 
 namespace sncl::bus {
-namespace {
-
-// Held for well under a microsecond. A holder that died (a killed rank) would keep it
-// forever: after a while of spinning, a dead holder's lock is taken over.
-class Lock {
- public:
-  explicit Lock(Calendar& c) : c_(c) {
-    const int32_t self = int32_t(getpid());
-    for (uint32_t spins = 1;; ++spins) {
-      int32_t holder = 0;
-      if (c_.owner.compare_exchange_weak(holder, self, std::memory_order_acquire)) return;
-      if (spins % 64 == 0) sched_yield();
-      if (spins % 4096 == 0 && holder != 0 && kill(holder, 0) != 0 && errno == ESRCH &&
-          c_.owner.compare_exchange_strong(holder, self, std::memory_order_acquire)) {
-        if (c_.count > Calendar::kIntervals) c_.count = 0;  // it died mid-update
-        return;
-      }
-    }
-  }
-  ~Lock() { c_.owner.store(0, std::memory_order_release); }
-
- private:
-  Calendar& c_;
-};
-
-}  // namespace
 
 uint64_t Calendar::book(uint64_t ready, uint64_t hold) {
   if (hold == 0) return ready;
-  Lock lock(*this);
+  PidLock lock(owner);
+  if (lock.tookOver() && count > kIntervals) count = 0;  // its holder died mid-update
   // The new list: the old intervals with the hold poured into the gaps from ready on
   // (a chunk's packets interleave with others' on a real link), touching ones joined.
   uint64_t s[2 * kIntervals + 2], e[2 * kIntervals + 2];
