@@ -1,10 +1,12 @@
 // The C extension API (include/sncl/sncl_ext.h): control and observation of the emulated
 // bus, reached through BusControl among the comm's transports.
+#include <cstring>
 #include <mutex>
 
 #include "lib/api_checks.h"
 #include "lib/bus_control.h"
 #include "lib/comm.h"
+#include "lib/planner.h"
 #include "sncl/sncl_ext.h"
 
 using sncl::fail;
@@ -71,4 +73,27 @@ SNCL_API snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* o
     if (auto* bus = dynamic_cast<sncl::BusControl*>(t.get()); bus && bus->linkCounters("", &c) == snclSuccess)
       out->jittered = c.jittered;
   return snclSuccess;
+}
+
+SNCL_API snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collective, size_t bytes, char* plan,
+                                          size_t planLen, double* estimateUs) {
+  SNCL_CHECK(sncl::api::checkComm(comm, "snclCommExplainPlan"));
+  if (comm->initResult.load() != snclSuccess)
+    return fail(snclInvalidUsage, "snclCommExplainPlan: comm is not initialized ({})",
+                sncl::resultName(comm->initResult.load()));
+  if (!collective) return fail(snclInvalidArgument, "snclCommExplainPlan: collective is NULL");
+  if (!plan || planLen == 0) return fail(snclInvalidArgument, "snclCommExplainPlan: plan is NULL or planLen is 0");
+  using sncl::CollType;
+  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter, CollType::Broadcast,
+                     CollType::Reduce, CollType::AlltoAll, CollType::Gather, CollType::Scatter}) {
+    if (strcmp(collective, sncl::collName(c)) != 0) continue;
+    std::lock_guard<std::mutex> lock(comm->runMutex);  // the planner's cache belongs to the running call
+    const sncl::Plan& chosen = comm->planner->choose(c, bytes);
+    const std::string text = comm->planner->describe(chosen);
+    snprintf(plan, planLen, "%s", text.c_str());
+    if (estimateUs) *estimateUs = comm->planner->estimateUs(c, chosen, bytes);
+    return snclSuccess;
+  }
+  return fail(snclInvalidArgument, "snclCommExplainPlan: unknown collective \"{}\" (allreduce, allgather, "
+              "reducescatter, broadcast, reduce, alltoall, gather or scatter)", collective);
 }

@@ -7,6 +7,15 @@
 
 namespace sncl {
 
+const char* clockName(CostClock clock) {
+  switch (clock) {
+    case CostClock::Wall: return "wall";
+    case CostClock::BusModeled: return "bus modeled";
+    case CostClock::Simulated: return "simulated";
+  }
+  return "?";
+}
+
 Tuning defaultTuning() {
   Tuning t;
   t.kind[int(topo::LinkKind::Bus)] = {1.0, 20.0};
@@ -48,9 +57,11 @@ const CostModel::PairRoute& CostModel::route(int src, int dst) const {
     pr.kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
     const KindCost& kc = tuning_.kind[int(pr.kind)];
     const bool emulatedBus = clock_ == CostClock::BusModeled && pr.kind == topo::LinkKind::Bus;
-    // The default bus α is a real bus's software; the emulator has none unless measured.
-    pr.alphaUs = (emulatedBus && !tuning_.measured[int(pr.kind)] ? 0.0 : kc.alphaUs) + r.latencyUs;
-    pr.kindBytesPerUs = emulatedBus ? kUnlimited : kc.betaGBs * 1e3;
+    const bool simulated = clock_ == CostClock::Simulated;
+    // The default bus α is a real bus's software; the emulator has none unless measured,
+    // and a simulated machine has only its topology.
+    pr.alphaUs = (simulated || (emulatedBus && !tuning_.measured[int(pr.kind)]) ? 0.0 : kc.alphaUs) + r.latencyUs;
+    pr.kindBytesPerUs = emulatedBus || simulated ? kUnlimited : kc.betaGBs * 1e3;
   }
   return routes_.emplace(key, std::move(pr)).first->second;
 }

@@ -76,7 +76,11 @@ struct Flow {
 //    memory cost or step overhead applies. Chunking does not change a lone flow's time
 //    (one latency, links held back to back), and flows sharing a link take turns chunk by
 //    chunk, which the step's shared-link division is the fluid form of.
-enum class CostClock { Wall, BusModeled };
+//  - Simulated: the simulator's machine (docs/simulator.md), a topology file's and nothing
+//    of this one: a message pays its route's latency and links only, reductions and copies
+//    the tuning's memory bandwidth (0: free), and there is no step overhead.
+enum class CostClock { Wall, BusModeled, Simulated };
+const char* clockName(CostClock clock);
 
 class CostModel {
  public:
@@ -91,7 +95,10 @@ class CostModel {
   uint64_t epoch() const { return graph_->epoch(); }
   CostClock clock() const { return clock_; }
   // Reductions and copies: free on the bus's modeled clock.
-  double memBytesPerUs() const { return clock_ == CostClock::BusModeled ? kUnlimited : tuning_.memGBs * 1e3; }
+  double memBytesPerUs() const {
+    const bool free = clock_ == CostClock::BusModeled || (clock_ == CostClock::Simulated && tuning_.memGBs <= 0);
+    return free ? kUnlimited : tuning_.memGBs * 1e3;
+  }
   // Wall time a step costs beyond its messages (tuning's step overhead for this many ranks).
   double stepOverheadUs() const { return stepOverheadUs_; }
 

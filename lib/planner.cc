@@ -306,7 +306,7 @@ const Plan& Planner::choose(CollType coll, size_t bytes) {
     for (const Plan& p : all) list += fmt::format(" {}={:.1f}us", describe(p), p.estimateUs);
     log::info(log::Subsys::Plan, "plan {} {}..{} B on {} ranks (topology {}, epoch {}, tuning {}, {} clock): {} chunk {} B, estimate {:.1f} us",
               collName(coll), low, high, nranks_, model_->graph().name(), epoch, model_->tuning().source,
-              model_->clock() == CostClock::BusModeled ? "bus modeled" : "wall", describe(best),
+              clockName(model_->clock()), describe(best),
               best.chunkBytes, best.estimateUs);
     log::info(log::Subsys::Plan, "candidates {} {} B:{}", collName(coll), low, list);
   }

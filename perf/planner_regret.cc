@@ -107,9 +107,9 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
     if (!ok(snclCommInitRank(&comms[a], t.nranks, ids[a], rank), nullptr, "init")) return 1;
   }
   for (size_t s = 0; s < sizes.size(); ++s) {
-    // The bus's modeled times of one plan still vary by the order in which ranks' chunks
-    // meet on shared links (docs/bus.md); small calls are cheap to repeat.
-    const int trials = t.modeled && sizes[s] <= (1u << 20) ? 5 : sizes[s] <= (16u << 20) ? 3 : 2;
+    // Wall times of one plan vary by 10-20% between trials with 8 ranks on 2 cores (the
+    // minimum settles with a few); modeled times vary little. Small calls are cheap to repeat.
+    const int trials = sizes[s] <= (1u << 20) ? 5 : sizes[s] <= (16u << 20) ? 4 : t.modeled ? 2 : 3;
     for (int trial = 0; trial < trials; ++trial)
       for (size_t a = 0; a <= nalgo; ++a) {
         const bool meshTooBig = a < nalgo && !strcmp(t.algorithms[a], "mesh") && sizes[s] > (4u << 20);
@@ -119,12 +119,17 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
         us[a][s] = trial == 0 ? us1 : std::min(us[a][s], us1);
       }
   }
+  char chosen[kMaxSizes][96] = {};
+  for (size_t s = 0; s < sizes.size(); ++s)
+    if (!ok(snclCommExplainPlan(comms[nalgo], "allreduce", sizes[s], chosen[s], sizeof chosen[s], nullptr), comms[nalgo],
+            "explain"))
+      return 1;
   for (snclComm_t comm : comms)
     if (!ok(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   if (rank != 0) return 0;
   printf("\n%s: %d ranks, %s\n%10s", t.name, t.nranks, t.modeled ? "modeled bus time (us)" : "wall time (us)", "bytes");
   for (const char* a : t.algorithms) printf(" %10s", a);
-  printf(" %10s %8s  best\n", "auto", "regret");
+  printf(" %10s %8s  %-6s %s\n", "auto", "regret", "best", "auto's plan");
   for (size_t s = 0; s < sizes.size(); ++s) {
     double best = 1e300;
     size_t bestA = 0;
@@ -135,7 +140,8 @@ int rankMain(const Topology& t, int rank, const std::vector<snclUniqueId>& ids, 
       if (us[a][s] > 0 && us[a][s] < best) best = us[a][s], bestA = a;
     }
     const double regret = us[nalgo][s] / best;
-    printf(" %10.1f %8.2f  %s%s\n", us[nalgo][s], regret, t.algorithms[bestA], regret <= 1.10 ? "" : "  <-- miss");
+    printf(" %10.1f %8.2f  %-6s %s%s\n", us[nalgo][s], regret, t.algorithms[bestA], chosen[s],
+           regret <= 1.10 ? "" : "  <-- miss");
     out->cells++;
     out->within += regret <= 1.10;
     out->worst = std::max(out->worst, regret);

@@ -6,11 +6,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "lib/comm.h"
 #include "lib/topo/generators.h"
+#include "sncl/sncl_ext.h"
 #include "tests/util/data.h"
 
 using namespace sncl;
@@ -117,4 +120,34 @@ TEST_CASE("hierarchical all-reduce is exact on two and three levels", "[planner]
         }
     runPlans(n, model, plans);
   }
+}
+
+TEST_CASE("snclCommExplainPlan names the plan every rank runs, and refuses bad input", "[planner][threads]") {
+  constexpr int kRanks = 4;
+  std::vector<snclComm_t> comms(kRanks);
+  REQUIRE(snclCommInitAll(comms.data(), kRanks, nullptr) == snclSuccess);
+  char plan[128];
+  double estimate = 0;
+  for (size_t bytes : {size_t(8), size_t(1) << 22}) {
+    REQUIRE(snclCommExplainPlan(comms[0], "allreduce", bytes, plan, sizeof plan, &estimate) == snclSuccess);
+    CHECK(estimate > 0);
+    const Plan& chosen = comms[0]->planner->choose(CollType::AllReduce, bytes);
+    CHECK(std::string(plan) == comms[0]->planner->describe(chosen));
+    for (int r = 1; r < kRanks; ++r) {
+      char other[128];
+      REQUIRE(snclCommExplainPlan(comms[r], "allreduce", bytes, other, sizeof other, nullptr) == snclSuccess);
+      CHECK(std::string(other) == plan);
+    }
+  }
+  REQUIRE(snclCommExplainPlan(comms[0], "allgather", 4096, plan, sizeof plan, nullptr) == snclSuccess);
+  CHECK(strlen(plan) > 0);
+  char tiny[4];  // truncated, still terminated
+  REQUIRE(snclCommExplainPlan(comms[0], "allreduce", 8, tiny, sizeof tiny, nullptr) == snclSuccess);
+  CHECK(strlen(tiny) == 3);
+  CHECK(snclCommExplainPlan(comms[0], "allredux", 8, plan, sizeof plan, nullptr) == snclInvalidArgument);
+  CHECK(std::string(snclGetLastError(comms[0])).find("unknown collective") != std::string::npos);
+  CHECK(snclCommExplainPlan(comms[0], nullptr, 8, plan, sizeof plan, nullptr) == snclInvalidArgument);
+  CHECK(snclCommExplainPlan(comms[0], "allreduce", 8, nullptr, 16, nullptr) == snclInvalidArgument);
+  CHECK(snclCommExplainPlan(nullptr, "allreduce", 8, plan, sizeof plan, nullptr) != snclSuccess);
+  for (auto c : comms) CHECK(snclCommDestroy(c) == snclSuccess);
 }

@@ -59,6 +59,14 @@ typedef struct {
 /* Works on every comm (the bus fields stay 0 without a bus). */
 snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out);
 
+/* The plan this comm's planner chooses now for a collective ("allreduce", "allgather",
+ * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter") of bytes (the
+ * nccl-tests size): a NUL-terminated description such as "hier[node](ring/hd)"
+ * in plan (truncated to planLen), and the planner's estimate in microseconds (may be NULL).
+ * Fills the plan cache as a call of that size would; the same answer on every rank. */
+snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collective, size_t bytes, char* plan, size_t planLen,
+                                 double* estimateUs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,10 +53,11 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
   // The planner on the simulated machine: the graph is the caller's (not owned here).
   std::vector<topo::VertexId> rankVertex(n);
   for (int r = 0; r < nranks; ++r) rankVertex[r] = g.rankVertex(r);
+  // Priced as the simulated machine: its links and latencies, reductions at memGBs.
   Tuning tuning = defaultTuning();
-  if (spec.memGBs > 0) tuning.memGBs = spec.memGBs;
+  tuning.memGBs = spec.memGBs;
   auto model = std::make_shared<const CostModel>(std::shared_ptr<const topo::Graph>(&g, [](const topo::Graph*) {}),
-                                                 rankVertex, tuning);
+                                                 rankVertex, tuning, CostClock::Simulated);
   const PlannerOptions options{"", spec.chunkBytes};
   Planner chooser(0, model, options);
   const size_t bytes = count * elem;
@@ -68,6 +69,7 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
     for (const Plan& p : chooser.candidates(coll, bytes))
       out->candidates += fmt::format("{}{}={:.1f}us", out->candidates.empty() ? "" : " ", chooser.describe(p), p.estimateUs);
     out->plannerChoice = fmt::format("{} (estimate {:.1f} us)", chooser.describe(plan), plan.estimateUs);
+    out->estimateUs = plan.estimateUs;
   } else {
     // Every variant the planner could run, without estimates; "hier" is the first
     // hierarchy with rings inside and across.

@@ -20,7 +20,7 @@ struct WorkloadSpec {
   size_t bytes = 0;      // nccl-tests' size: the buffer (All-Gather: the output)
   size_t elemSize = 4;
   size_t chunkBytes = size_t(1) << 20;  // SNCL_CHUNK_SIZE's default
-  double memGBs = 0;     // the planner's reduction bandwidth (0: its default tuning's)
+  double memGBs = 0;     // the planner's reduction bandwidth (0: free, as in the engines)
 };
 
 struct Planned {
@@ -28,6 +28,7 @@ struct Planned {
   std::string algorithm;      // what runs (Planner::describe)
   std::string plannerChoice;  // what Planner::choose picked, with its estimate
   std::string candidates;     // every candidate's estimate, cheapest first
+  double estimateUs = 0;      // the planner's estimate of its choice (auto only)
   double busFactor = 1.0;     // nccl-tests: busbw = algbw x busFactor
 };
 
