@@ -82,9 +82,17 @@ CostModel::PairCost CostModel::pair(int src, int dst) const {
 // rank channels carry that limit, beside the link directions of the routes.
 CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   std::lock_guard lock(mutex_);
-  load_.clear();
-  auto rankChannel = [](int rank, bool in, topo::LinkKind kind) {
-    return (uint64_t(1) << 63) | (uint64_t(uint32_t(rank)) << 8) | (uint64_t(in) << 4) | uint64_t(kind);
+  const size_t linkChannels = 2 * graph_->linkCount();
+  const size_t entries = linkChannels + size_t(nranks()) * 2 * topo::kNumLinkKinds;
+  if (load_.size() != entries) load_.assign(entries, 0.0);
+  for (uint32_t i : loaded_) load_[i] = 0.0;
+  loaded_.clear();
+  auto rankChannel = [&](int rank, bool in, topo::LinkKind kind) {
+    return linkChannels + (size_t(rank) * 2 + size_t(in)) * topo::kNumLinkKinds + size_t(kind);
+  };
+  auto add = [&](size_t i, double bytes) {
+    if (load_[i] == 0.0) loaded_.push_back(uint32_t(i));
+    load_[i] += bytes;
   };
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes <= 0) continue;
@@ -93,9 +101,9 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
       constexpr double kInf = std::numeric_limits<double>::infinity();
       return {kInf, kInf, kInf};
     }
-    for (const auto& [channel, fraction] : r.shares) load_[channel] += f.bytes * fraction;
-    load_[rankChannel(f.src, false, r.kind)] += f.bytes;
-    load_[rankChannel(f.dst, true, r.kind)] += f.bytes;
+    for (const auto& [channel, fraction] : r.shares) add(channel, f.bytes * fraction);
+    add(rankChannel(f.src, false, r.kind), f.bytes);
+    add(rankChannel(f.dst, true, r.kind), f.bytes);
   }
   StepCost c;
   double sum = 0;

@@ -142,7 +142,10 @@ class CostModel {
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;
   mutable std::unordered_map<uint64_t, PairRoute> routes_;
-  mutable std::unordered_map<uint64_t, double> load_;  // bytes per link direction, per step
+  // Bytes per step on each link direction (2 per link), then on each rank's transport
+  // (a slot per link kind, rank and direction); dense, since 8,000+ ranks' steps fill it often.
+  mutable std::vector<double> load_;
+  mutable std::vector<uint32_t> loaded_;  // the entries of load_ this step touched
 };
 
 }  // namespace sncl
