@@ -130,7 +130,7 @@ Result OfiTransport::test(RequestId id, bool* done) {
   return snclSuccess;
 }
 
-void OfiTransport::enqueue(Backlog& b, uint32_t index) {
+void OfiTransport::enqueue(RequestList& b, uint32_t index) {
   Request& r = requests_[index];
   r.queued = true;
   r.next = kNone;
@@ -139,7 +139,7 @@ void OfiTransport::enqueue(Backlog& b, uint32_t index) {
   b.tail = index;
 }
 
-void OfiTransport::unlink(Backlog& b, uint32_t index) {
+void OfiTransport::unlink(RequestList& b, uint32_t index) {
   uint32_t prev = kNone;
   uint32_t i = b.head;
   while (i != index) {
@@ -154,7 +154,7 @@ void OfiTransport::unlink(Backlog& b, uint32_t index) {
 // Posts the peer's backlog in order and stops at the first request that cannot go further:
 // later ones must not overtake it in the stream.
 void OfiTransport::drainSends(int peer) {
-  Backlog& b = peers_[peer].sends;
+  RequestList& b = peers_[peer].sends;
   while (b.head != kNone) {
     const uint32_t index = b.head;
     if (peers_[peer].error == snclSuccess && postChunks(index) == Post::Blocked) return;

@@ -55,16 +55,6 @@ constexpr size_t kMaxRequests = 1024;   // outstanding isend/irecv per transport
 constexpr size_t kCacheEntries = 64;    // distinct user buffers registered at once
 constexpr size_t kMinChunk = 4096;
 constexpr int kMaxRankBits = 23;        // tag: control bit, 23 bits of rank, 40 of sequence
-constexpr size_t kRxmDefaultRxSize = 128;  // ofi_rxm's FI_OFI_RXM_MSG_RX_SIZE when unset
-
-// Receive buffers ofi_rxm keeps per connection (see ofi_transport.h: the window must stay below).
-size_t rxmRxSize() {
-  const char* v = getenv("FI_OFI_RXM_MSG_RX_SIZE");
-  if (!v || !*v) return kRxmDefaultRxSize;
-  char* end = nullptr;
-  const unsigned long long n = strtoull(v, &end, 10);
-  return *end ? kRxmDefaultRxSize : static_cast<size_t>(n);
-}
 
 // The interface the bootstrap uses (SNCL_SOCKET_IFNAME, default lo), as a numeric host
 // for FI_SOURCE: libfabric then binds there and nowhere else.
@@ -199,10 +189,6 @@ Result OfiTransport::allocatePools(const std::vector<int>& peers) {
   const bool registerSlots = (fabric_.mrMode() & FI_MR_LOCAL) || useCache_ || bounce_;
   checkData_ = fabric_.cqDataBytes() >= sizeof(uint64_t);
   registrar_.init(fabric_.domain(), fabric_.ep(), fabric_.mrMode(), kCacheEntries);
-  if (fabric_.provider().find("ofi_rxm") != std::string::npos && nSlots_ >= rxmRxSize())
-    log::warn("ofi: SNCL_OFI_SLOTS={} is not below FI_OFI_RXM_MSG_RX_SIZE={}: a connection may run out of receive "
-              "buffers while chunks wait beyond the window; raise FI_OFI_RXM_MSG_RX_SIZE",
-              nSlots_, rxmRxSize());
 
   // Slots are allocated, touched and registered now: the data path never faults a page in.
   const size_t slotBytes = (chunkBytes_ + 4095) & ~size_t(4095);

@@ -30,11 +30,12 @@
 // and reposted for the chunk `slots` further on. Receiving in place is not possible: the
 // sink decides where (and whether with a reduction) the bytes go.
 //
-// Chunks beyond a peer's window wait in the provider as unexpected messages. Under ofi_rxm
-// they hold a receive buffer of the connection each, FI_OFI_RXM_MSG_RX_SIZE of them
-// (default 128), which the connection's control messages also need: SNCL_OFI_SLOTS must
-// stay below it (setup warns otherwise). The transport does not set that variable: the
-// provider reads it once per process, and setenv would race with other threads' getenv.
+// Chunks beyond a peer's window (at most `slots`, the sender's credits) wait in the
+// provider as unexpected messages. The transport leaves ofi_rxm's receive buffers per
+// connection (FI_OFI_RXM_MSG_RX_SIZE, default 128) to the user: the provider reads the
+// variable once per process, and setenv would race with other threads' getenv. Direct
+// collectives over tcp;ofi_rxm (libfabric 1.17) pass with it at 2 and any window; at 1
+// they stalled now and then, whatever the window.
 //
 // Progress happens in test() and wait(): both read the completion queue, deliver chunks,
 // repost slots, and post what waited for a slot, a credit or room in the provider's
@@ -126,7 +127,7 @@ class OfiTransport : public Transport {
     RecvSink sink;
   };
 
-  struct Backlog {
+  struct RequestList {
     uint32_t head = kNone;
     uint32_t tail = kNone;
   };
@@ -142,8 +143,8 @@ class OfiTransport : public Transport {
     uint64_t deliverSeq = 0;     // next chunk handed to a sink
     uint32_t firstSlot = 0;      // the window is rxOps_[firstSlot, firstSlot + nSlots_)
     uint32_t sendsInFlight = 0;  // posted send chunks not completed (at most nSlots_)
-    Backlog sends;               // isends waiting for a credit, a tx op or queue room
-    Backlog recvs;               // irecvs not fully delivered, in posting order
+    RequestList sends;           // isends waiting for a credit, a tx op or queue room
+    RequestList recvs;           // irecvs not fully delivered, in posting order
     Result error = snclSuccess;  // once set, every request with this peer fails with message
     std::string message;
     std::string address;         // for messages
@@ -159,8 +160,8 @@ class OfiTransport : public Transport {
   // posting and progress (ofi_progress.cc)
   Result checkPost(int peer, size_t bytes);
   Result startRequest(int peer, bool isSend, uint64_t tag, size_t bytes, RequestId* id, Request** out);
-  void enqueue(Backlog& b, uint32_t index);
-  void unlink(Backlog& b, uint32_t index);
+  void enqueue(RequestList& b, uint32_t index);
+  void unlink(RequestList& b, uint32_t index);
   void drainSends(int peer);
   Post postChunks(uint32_t index);
   Post postSendChunk(Request& r, uint32_t index);
