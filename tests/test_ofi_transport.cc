@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -216,8 +217,8 @@ TEST_CASE("ofi moves messages exactly over each provider and registration policy
     o.provider = c.provider;
     o.tagged = c.tagged;
     o.mr = c.mr;
-    o.chunkBytes = 256 << 10;  // 3 MiB messages stream through 4 slots
-    o.recvSlots = 4;
+    o.chunkBytes = 256 << 10;  // 3 MiB messages stream through the window of 2 slots, or of 1
+    o.slots = c.tagged ? 2 : 1;
     for (int nranks : {2, 3}) {
       std::vector<int> wrong(nranks, -1);
       runRanks(nranks, o, [&](Rank& me) { wrong[me.rank] = exchange(me, kSizes); });
@@ -239,6 +240,26 @@ TEST_CASE("ofi: an unavailable provider is an error that lists the available one
     CHECK(results[r] == snclInvalidArgument);
     CHECK_THAT(errors[r], Catch::Contains("no-such-provider") && Catch::Contains("available: ") &&
                               Catch::Contains("tcp;ofi_rxm"));
+  }
+}
+
+TEST_CASE("ofi: SNCL_OFI_SLOTS outside 1..1024 or malformed fails setup naming it", "[ofi][errors]") {
+  for (const char* value : {"0", "1025", "-3", "four", "4x"}) {
+    INFO("SNCL_OFI_SLOTS=" << value);
+    setenv("SNCL_OFI_SLOTS", value, 1);
+    OfiOptions o = OfiOptions::fromEnv();
+    unsetenv("SNCL_OFI_SLOTS");
+    o.provider = "tcp;ofi_rxm";
+    std::vector<std::string> errors(2);
+    std::vector<Result> results(2);
+    runRanks(2, o, [&](Rank& me) {
+      results[me.rank] = me.setupResult;
+      errors[me.rank] = me.setupError;
+    });
+    for (int r = 0; r < 2; ++r) {
+      CHECK(results[r] == snclInvalidArgument);
+      CHECK_THAT(errors[r], Catch::Contains("SNCL_OFI_SLOTS") && Catch::Contains("1..1024"));
+    }
   }
 }
 

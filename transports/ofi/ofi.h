@@ -22,11 +22,15 @@ struct OfiOptions {
   std::string provider;            // fi_info -p syntax ("tcp;ofi_rxm", "shm"); empty: automatic
   bool tagged = true;              // false forces the FI_MSG fallback even where FI_TAGGED exists
   size_t chunkBytes = 1u << 20;    // largest message on the wire; receive slots have this size
-  size_t recvSlots = 16;           // receive slots (and send slots under Bounce)
+  size_t slots = 4;                // per peer: receive slots, and send chunks in flight
   OfiMrPolicy mr = OfiMrPolicy::Auto;
+  std::string error;               // a malformed variable; setup fails with this message
 
-  // SNCL_OFI_PROVIDER, SNCL_OFI_TAGGED (0/1), SNCL_OFI_CHUNK_SIZE, SNCL_OFI_SLOTS,
-  // SNCL_OFI_MR (auto, cache, bounce). Malformed values are logged and the default used.
+  static constexpr size_t kMaxSlots = 1024;
+
+  // SNCL_OFI_PROVIDER, SNCL_OFI_TAGGED (0/1), SNCL_OFI_CHUNK_SIZE, SNCL_OFI_SLOTS (1..1024),
+  // SNCL_OFI_MR (auto, cache, bounce). A malformed SNCL_OFI_SLOTS fails setup; other
+  // malformed values are logged and the default used.
   static OfiOptions fromEnv();
 };
 

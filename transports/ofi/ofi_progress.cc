@@ -83,8 +83,14 @@ Result OfiTransport::isend(int peer, uint64_t tag, const void* data, size_t byte
   r->mrEntry = mrEntry;
   r->desc = desc;
   const uint32_t index = *id & 0xffff;
-  // Behind earlier sends that wait for room: a peer's chunks go out in stream order.
-  if (sendBacklog_.head != kNone || postChunks(index) == Post::Blocked) enqueue(sendBacklog_, index);
+  // Behind the peer's earlier sends that wait: its chunks go out in stream order.
+  Peer& p = peers_[peer];
+  if (p.sends.head == kNone && postChunks(index) != Post::Blocked) return snclSuccess;
+  enqueue(p.sends, index);
+  if (!p.sendListed) {
+    p.sendListed = true;
+    sendReady_.push_back(peer);
+  }
   return snclSuccess;
 }
 
@@ -95,8 +101,8 @@ Result OfiTransport::irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, 
   Request* r = nullptr;
   SNCL_CHECK(startRequest(peer, false, tag, bytes, id, &r));
   r->sink = sink;
-  const uint32_t index = *id & 0xffff;
-  if (recvBacklog_.head != kNone || postChunks(index) == Post::Blocked) enqueue(recvBacklog_, index);
+  enqueue(peers_[peer].recvs, *id & 0xffff);
+  deliver(peer);  // chunks that arrived before the irecv wait in the window
   return snclSuccess;
 }
 
@@ -124,7 +130,7 @@ Result OfiTransport::test(RequestId id, bool* done) {
   return snclSuccess;
 }
 
-void OfiTransport::enqueue(Backlog& b, uint32_t index) {
+void OfiTransport::enqueue(RequestList& b, uint32_t index) {
   Request& r = requests_[index];
   r.queued = true;
   r.next = kNone;
@@ -133,22 +139,33 @@ void OfiTransport::enqueue(Backlog& b, uint32_t index) {
   b.tail = index;
 }
 
-// Posts the backlog in order and stops at the first request that cannot go further:
-// later ones may be for the same peer, whose stream order must hold.
-void OfiTransport::drain(Backlog& b) {
+void OfiTransport::unlink(RequestList& b, uint32_t index) {
+  uint32_t prev = kNone;
+  uint32_t i = b.head;
+  while (i != index) {
+    prev = i;
+    i = requests_[i].next;
+  }
+  (prev == kNone ? b.head : requests_[prev].next) = requests_[index].next;
+  if (b.tail == index) b.tail = prev;
+  requests_[index].queued = false;
+}
+
+// Posts the peer's backlog in order and stops at the first request that cannot go further:
+// later ones must not overtake it in the stream.
+void OfiTransport::drainSends(int peer) {
+  RequestList& b = peers_[peer].sends;
   while (b.head != kNone) {
     const uint32_t index = b.head;
-    if (peers_[requests_[index].peer].error == snclSuccess && postChunks(index) == Post::Blocked) return;
-    b.head = requests_[index].next;
-    if (b.head == kNone) b.tail = kNone;
-    requests_[index].queued = false;
+    if (peers_[peer].error == snclSuccess && postChunks(index) == Post::Blocked) return;
+    unlink(b, index);
   }
 }
 
 OfiTransport::Post OfiTransport::postChunks(uint32_t index) {
   Request& r = requests_[index];
   while (r.posted < r.chunks) {
-    Post p = r.isSend ? postSendChunk(r, index) : postRecvChunk(r, index);
+    Post p = postSendChunk(r, index);
     if (p != Post::Done) return p;
   }
   return Post::Done;
@@ -168,7 +185,8 @@ OfiTransport::Post OfiTransport::postSendChunk(Request& r, uint32_t index) {
   const size_t len = chunkLen(r, c);
   const char* src = r.src + static_cast<size_t>(c) * chunkBytes_;
   const uint64_t tag = chunkTag(rank_, r.firstSeq + c);
-  const fi_addr_t addr = peers_[r.peer].addr;
+  Peer& peer = peers_[r.peer];
+  const fi_addr_t addr = peer.addr;
   fid_ep* ep = fabric_.ep();
   const bool tagged = fabric_.tagged();
   if (len <= fabric_.injectSize()) {
@@ -180,7 +198,9 @@ OfiTransport::Post OfiTransport::postSendChunk(Request& r, uint32_t index) {
     if (p == Post::Done) ++r.posted, ++r.finished;
     return p;
   }
-  if (freeTx_.empty()) return Post::Blocked;
+  // A credit per chunk in flight, as many as the peer has receive slots; each peer has as
+  // many tx ops, so the pool is a safety net rather than something peers compete for.
+  if (peer.sendsInFlight >= nSlots_ || freeTx_.empty()) return Post::Blocked;
   Op& op = txOps_[freeTx_.back()];
   void* desc = r.desc;
   if (bounce_) {
@@ -188,10 +208,8 @@ OfiTransport::Post OfiTransport::postSendChunk(Request& r, uint32_t index) {
     src = op.buf;
     desc = op.desc;
   }
-  op.kind = OpKind::Send;
   op.req = index;
   op.gen = r.gen;
-  op.chunk = c;
   op.peer = r.peer;
   op.mrEntry = r.mrEntry;
   ssize_t rc = checkData_ ? (tagged ? fi_tsenddata(ep, src, len, desc, r.check, addr, tag, &op.ctx)
@@ -202,34 +220,31 @@ OfiTransport::Post OfiTransport::postSendChunk(Request& r, uint32_t index) {
   if (p != Post::Done) return p;
   freeTx_.pop_back();
   op.busy = true;
+  ++peer.sendsInFlight;
   if (op.mrEntry >= 0) registrar_.addRef(op.mrEntry);
   ++r.posted;
   return p;
 }
 
-OfiTransport::Post OfiTransport::postRecvChunk(Request& r, uint32_t index) {
-  if (freeRx_.empty()) return Post::Blocked;
-  const uint32_t slot = freeRx_.back();
-  Op& op = rxOps_[slot];
-  const uint32_t c = r.posted;
-  op.kind = OpKind::Recv;
-  op.req = index;
-  op.gen = r.gen;
-  op.chunk = c;
-  op.peer = r.peer;
-  op.done = false;
+// Keeps the peer's window posted: a slot for every chunk up to nSlots_ past the next one
+// to deliver. Slots hold whole chunks; the completion says how much arrived.
+void OfiTransport::postSlots(int peer) {
+  Peer& p = peers_[peer];
   fid_ep* ep = fabric_.ep();
-  const size_t len = chunkLen(r, c);
-  ssize_t rc = fabric_.tagged()
-                   ? fi_trecv(ep, op.buf, len, op.desc, FI_ADDR_UNSPEC, chunkTag(r.peer, r.firstSeq + c), 0, &op.ctx)
-                   : fi_recv(ep, op.buf, len, op.desc, peers_[r.peer].addr, &op.ctx);
-  Post p = postResult(rc, r.peer, "receive from");
-  if (p != Post::Done) return p;
-  freeRx_.pop_back();
-  op.busy = true;
-  window_[index * nSlots_ + c % nSlots_] = slot;
-  ++r.posted;
-  return p;
+  while (p.error == snclSuccess && p.postSeq < p.deliverSeq + nSlots_) {
+    Op& op = rxOps_[p.firstSlot + p.postSeq % nSlots_];
+    ssize_t rc = fabric_.tagged()
+                     ? fi_trecv(ep, op.buf, chunkBytes_, op.desc, FI_ADDR_UNSPEC, chunkTag(peer, p.postSeq), 0, &op.ctx)
+                     : fi_recv(ep, op.buf, chunkBytes_, op.desc, p.addr, &op.ctx);
+    Post result = postResult(rc, peer, "receive from");
+    if (result == Post::Blocked && !p.slotsListed) {
+      p.slotsListed = true;
+      slotsReady_.push_back(peer);
+    }
+    if (result != Post::Done) return;
+    op.busy = true;
+    ++p.postSeq;
+  }
 }
 
 void OfiTransport::progress() {
@@ -252,9 +267,31 @@ void OfiTransport::progress() {
       complete(static_cast<Op*>(entries[i].op_context), entries[i].len, entries[i].data);
     if (n < kCqBatch) break;
   }
-  // Completions freed slots and queue room: post what waited for them.
-  drain(sendBacklog_);
-  drain(recvBacklog_);
+  // Completions freed credits and queue room: post what waited for them. A peer leaves a
+  // list once nothing of it waits (or it failed).
+  for (size_t i = 0; i < slotsReady_.size();) {
+    const int peer = slotsReady_[i];
+    postSlots(peer);  // slotsListed stays set meanwhile: a refusal keeps the peer here
+    const Peer& p = peers_[peer];
+    if (p.error == snclSuccess && p.postSeq < p.deliverSeq + nSlots_) {
+      ++i;
+      continue;
+    }
+    peers_[peer].slotsListed = false;
+    slotsReady_[i] = slotsReady_.back();
+    slotsReady_.pop_back();
+  }
+  for (size_t i = 0; i < sendReady_.size();) {
+    const int peer = sendReady_[i];
+    drainSends(peer);
+    if (peers_[peer].sends.head != kNone) {
+      ++i;
+      continue;
+    }
+    peers_[peer].sendListed = false;
+    sendReady_[i] = sendReady_.back();
+    sendReady_.pop_back();
+  }
 }
 
 OfiTransport::Request* OfiTransport::owner(const Op* op) {
@@ -269,55 +306,59 @@ OfiTransport::Request* OfiTransport::owner(const Op* op) {
 void OfiTransport::complete(Op* op, size_t len, uint64_t data) {
   op->busy = false;
   switch (op->kind) {
-    case OpKind::HelloSend: return;
+    case OpKind::HelloSend: op->done = true; return;
     case OpKind::HelloRecv:
+      op->done = true;
       if (checkData_ && data != commId_)
         failPeer(op->peer, snclInvalidArgument,
                  fmt::format("ofi: rank {}: the endpoint of rank {} at {} belongs to another communicator", rank_,
                              op->peer, peers_[op->peer].address));
       return;
     case OpKind::Send: {
+      // Its credit is back; the peer's waiting sends go out in this progress's drain.
       if (Request* r = owner(op)) ++r->finished;
-      freeOp(op);
+      --peers_[op->peer].sendsInFlight;
+      freeTxOp(op);
       return;
     }
-    case OpKind::Recv: {
-      Request* r = owner(op);
-      if (!r) {
-        freeOp(op);  // its request failed and was released
-        return;
-      }
+    case OpKind::Recv:
       op->done = true;
       op->len = len;
       op->data = data;
-      deliver(*r, op->req);
+      deliver(op->peer);
       return;
-    }
   }
 }
 
-// Hands the request's completed chunks to the sink in order, checking each against the
-// message the receiver posted, and frees their slots.
-void OfiTransport::deliver(Request& r, uint32_t index) {
-  while (r.finished < r.posted) {
-    Op& op = rxOps_[window_[index * nSlots_ + r.finished % nSlots_]];
-    if (!op.done) return;
+// Hands the peer's arrived chunks, in sequence, to the irecvs in posting order, checking
+// each against the message the receiver posted, and reposts their slots.
+void OfiTransport::deliver(int peer) {
+  Peer& p = peers_[peer];
+  bool delivered = false;
+  while (p.recvs.head != kNone && p.error == snclSuccess) {
+    Op& op = rxOps_[p.firstSlot + p.deliverSeq % nSlots_];
+    if (!op.done) break;
+    const uint32_t index = p.recvs.head;
+    Request& r = requests_[index];
     const size_t expected = chunkLen(r, r.finished);
     if (op.len != expected || (checkData_ && op.data != r.check)) {
       const bool sizeDiffers = op.len != expected || static_cast<uint32_t>(op.data) != static_cast<uint32_t>(r.bytes);
-      failPeer(r.peer, snclInvalidArgument,
+      failPeer(peer, snclInvalidArgument,
                sizeDiffers ? fmt::format("ofi: rank {}: rank {} sent a message of another size than the {} bytes "
                                          "posted (tag {:#x}; chunk {} of {} bytes, {} arrived): counts differ across ranks",
-                                         rank_, r.peer, r.bytes, r.tag, r.finished, expected, op.len)
+                                         rank_, peer, r.bytes, r.tag, r.finished, expected, op.len)
                            : fmt::format("ofi: rank {}: rank {} sent a message with another tag than the posted {:#x} "
                                          "({} bytes): the ranks run different collectives",
-                                         rank_, r.peer, r.tag, r.bytes));
+                                         rank_, peer, r.tag, r.bytes));
       return;
     }
     if (op.len) r.sink.deliver(r.sink.ctx, static_cast<size_t>(r.finished) * chunkBytes_, op.buf, op.len);
-    freeOp(&op);
-    ++r.finished;
+    op.done = false;
+    ++p.deliverSeq;
+    delivered = true;
+    if (++r.finished == r.chunks) unlink(p.recvs, index);
   }
+  if (delivered) postSlots(peer);
 }
 
 void OfiTransport::completeWithError() {
@@ -333,13 +374,15 @@ void OfiTransport::completeWithError() {
   op->busy = false;
   const int peer = op->peer;
   const bool isRecv = op->kind == OpKind::Recv || op->kind == OpKind::HelloRecv;
-  const Request* r = op->kind == OpKind::Send || op->kind == OpKind::Recv ? owner(op) : nullptr;
-  if (op->kind == OpKind::Send || op->kind == OpKind::Recv) freeOp(op);
+  if (op->kind == OpKind::Send) {
+    --peers_[peer].sendsInFlight;
+    freeTxOp(op);
+  }
   if (err.err == FI_ECANCELED) return;  // the endpoint is closing
-  if (err.err == FI_ETRUNC && r) {
+  if (err.err == FI_ETRUNC && op->kind == OpKind::Recv) {
     failPeer(peer, snclInvalidArgument,
-             fmt::format("ofi: rank {}: rank {} sent more than the {} bytes posted (tag {:#x}): counts differ across ranks",
-                         rank_, peer, r->bytes, r->tag));
+             fmt::format("ofi: rank {}: rank {} sent a chunk larger than the {} bytes of a slot: the ranks disagree "
+                         "on SNCL_OFI_CHUNK_SIZE or on the protocol", rank_, peer, chunkBytes_));
     return;
   }
   failPeer(peer, snclRemoteError,
@@ -347,42 +390,22 @@ void OfiTransport::completeWithError() {
                        peer, peers_[peer].address, fabric_.provider(), text));
 }
 
-void OfiTransport::freeOp(Op* op) {
+void OfiTransport::freeTxOp(Op* op) {
   op->req = kNone;
-  op->done = false;
-  if (op->kind == OpKind::Recv) {
-    freeRx_.push_back(static_cast<uint32_t>(op - rxOps_.data()));
-    return;
-  }
   if (op->mrEntry >= 0) registrar_.release(op->mrEntry);
   op->mrEntry = -1;
   freeTx_.push_back(static_cast<uint32_t>(op - txOps_.data()));
 }
 
-// A released request's chunks still held by the provider stay out of the pools until their
-// completion arrives (owner() no longer finds the request, so complete() frees them).
+// A released send's chunks still held by the provider stay out of the pool until their
+// completion arrives (owner() no longer finds the request). A released receive leaves
+// its chunks in the window: only a failed peer or an aborted transport releases one early,
+// and then nothing is delivered any more.
 void OfiTransport::releaseRequest(uint32_t index) {
   Request& r = requests_[index];
-  if (!r.isSend) {
-    for (uint32_t c = r.finished; c < r.posted; ++c) {
-      Op& op = rxOps_[window_[index * nSlots_ + c % nSlots_]];
-      if (op.done) freeOp(&op);
-    }
-  }
-  if (r.queued) {
-    Backlog& b = r.isSend ? sendBacklog_ : recvBacklog_;
-    uint32_t prev = kNone;
-    uint32_t i = b.head;
-    while (i != index) {
-      prev = i;
-      i = requests_[i].next;
-    }
-    (prev == kNone ? b.head : requests_[prev].next) = r.next;
-    if (b.tail == index) b.tail = prev;
-  }
+  if (r.queued) unlink(r.isSend ? peers_[r.peer].sends : peers_[r.peer].recvs, index);
   if (r.mrEntry >= 0) registrar_.release(r.mrEntry);
   r.active = false;
-  r.queued = false;
   const uint16_t gen = static_cast<uint16_t>(r.gen + 1);
   r.gen = gen ? gen : 1;  // ids never carry generation 0
   freeRequests_.push_back(index);

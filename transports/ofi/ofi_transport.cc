@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "lib/bootstrap.h"
@@ -24,7 +26,15 @@ OfiOptions OfiOptions::fromEnv() {
   o.provider = env::str("SNCL_OFI_PROVIDER").value_or("");
   o.tagged = env::integer("SNCL_OFI_TAGGED", 1) != 0;
   o.chunkBytes = env::bytes("SNCL_OFI_CHUNK_SIZE", o.chunkBytes);
-  o.recvSlots = static_cast<size_t>(env::integer("SNCL_OFI_SLOTS", static_cast<int64_t>(o.recvSlots)));
+  if (auto slots = env::str("SNCL_OFI_SLOTS")) {
+    char* end = nullptr;
+    errno = 0;
+    const long long n = strtoll(slots->c_str(), &end, 10);
+    if (*end || errno || n < 1 || n > static_cast<long long>(kMaxSlots))
+      o.error = fmt::format("ofi: SNCL_OFI_SLOTS={} is not a number of slots per peer in 1..{}", *slots, kMaxSlots);
+    else
+      o.slots = static_cast<size_t>(n);
+  }
   const std::string mr = env::str("SNCL_OFI_MR").value_or("auto");
   if (mr == "cache") o.mr = OfiMrPolicy::Cache;
   else if (mr == "bounce") o.mr = OfiMrPolicy::Bounce;
@@ -42,7 +52,6 @@ namespace ofi {
 namespace {
 
 constexpr size_t kMaxRequests = 1024;   // outstanding isend/irecv per transport
-constexpr size_t kMaxTxOps = 256;       // chunks in flight, all sends together (direct/cache)
 constexpr size_t kCacheEntries = 64;    // distinct user buffers registered at once
 constexpr size_t kMinChunk = 4096;
 constexpr int kMaxRankBits = 23;        // tag: control bit, 23 bits of rank, 40 of sequence
@@ -80,7 +89,8 @@ OfiTransport::~OfiTransport() {
 Result OfiTransport::openEndpoint(size_t npeers, AddressRecord* mine) {
   std::string node;
   SNCL_CHECK(sourceNode(&node));
-  const size_t cqSize = options_.recvSlots + kMaxTxOps + 2 * npeers + 64;
+  // Every slot, every send credit and every hello may complete before the next read.
+  const size_t cqSize = 2 * npeers * options_.slots + 2 * npeers + 64;
   SNCL_CHECK(fabric_.open(options_, node, npeers, cqSize));
   SNCL_CHECK(fabric_.localAddress(mine));
   const uint64_t mrMode = fabric_.mrMode();
@@ -112,9 +122,13 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
     Result r = snclSuccess;
     if (nranks_ > (1 << kMaxRankBits))
       r = fail(snclInvalidArgument, "ofi: {} ranks exceed the {} the tag layout holds", nranks_, 1 << kMaxRankBits);
-    else if (options_.chunkBytes < kMinChunk || options_.recvSlots < 2 || options_.recvSlots > 4096)
-      r = fail(snclInvalidArgument, "ofi: SNCL_OFI_CHUNK_SIZE={} (at least {}) or SNCL_OFI_SLOTS={} (2..4096) out of range",
-               options_.chunkBytes, kMinChunk, options_.recvSlots);
+    else if (!options_.error.empty())
+      r = fail(snclInvalidArgument, "{}", options_.error);
+    else if (options_.slots < 1 || options_.slots > OfiOptions::kMaxSlots)
+      r = fail(snclInvalidArgument, "ofi: {} slots per peer (SNCL_OFI_SLOTS) are outside 1..{}", options_.slots,
+               OfiOptions::kMaxSlots);
+    else if (options_.chunkBytes < kMinChunk)
+      r = fail(snclInvalidArgument, "ofi: SNCL_OFI_CHUNK_SIZE={} is below {}", options_.chunkBytes, kMinChunk);
     else
       r = openEndpoint(peers.size(), &mine);
     mine.status = r;
@@ -129,10 +143,10 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
     setupDone_ = true;
     return snclSuccess;
   }
-  SNCL_CHECK(allocatePools(peers.size()));
+  SNCL_CHECK(allocatePools(peers));
   SNCL_CHECK(connectPeers(all, peers, deadline));
   setupDone_ = true;
-  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} receive slots, sends {}",
+  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}",
             rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_));
   return snclSuccess;
 }
@@ -166,8 +180,9 @@ Result OfiTransport::checkRecords(const std::vector<AddressRecord>& all, const s
   return snclSuccess;
 }
 
-Result OfiTransport::allocatePools(size_t npeers) {
-  nSlots_ = options_.recvSlots;
+Result OfiTransport::allocatePools(const std::vector<int>& peers) {
+  const size_t npeers = peers.size();
+  nSlots_ = options_.slots;
   bounce_ = options_.mr == OfiMrPolicy::Bounce;
   useCache_ = options_.mr == OfiMrPolicy::Cache ||
               (options_.mr == OfiMrPolicy::Auto && (fabric_.mrMode() & FI_MR_LOCAL));
@@ -177,70 +192,81 @@ Result OfiTransport::allocatePools(size_t npeers) {
 
   // Slots are allocated, touched and registered now: the data path never faults a page in.
   const size_t slotBytes = (chunkBytes_ + 4095) & ~size_t(4095);
-  auto slots = [&](size_t n, std::unique_ptr<char, FreeDeleter>* mem, std::vector<Op>* ops, OpKind kind) -> Result {
-    mem->reset(static_cast<char*>(aligned_alloc(4096, n * slotBytes)));
-    if (!*mem) return fail(snclSystemError, "ofi: cannot allocate {} slots of {} bytes", n, slotBytes);
-    memset(mem->get(), 0, n * slotBytes);
+  const size_t nOps = npeers * nSlots_;
+  auto slots = [&](std::unique_ptr<char, FreeDeleter>* mem, std::vector<Op>* ops) -> Result {
+    mem->reset(static_cast<char*>(aligned_alloc(4096, nOps * slotBytes)));
+    if (!*mem)
+      return fail(snclSystemError, "ofi: cannot allocate {} peers x {} slots of {} bytes (SNCL_OFI_SLOTS, "
+                  "SNCL_OFI_CHUNK_SIZE)", npeers, nSlots_, slotBytes);
+    memset(mem->get(), 0, nOps * slotBytes);
     void* desc = nullptr;
-    if (registerSlots) SNCL_CHECK(registrar_.registerOwned(mem->get(), n * slotBytes, &desc));
-    ops->assign(n, Op{});
-    for (size_t i = 0; i < n; ++i) {
-      (*ops)[i].kind = kind;
+    if (registerSlots) SNCL_CHECK(registrar_.registerOwned(mem->get(), nOps * slotBytes, &desc));
+    for (size_t i = 0; i < nOps; ++i) {
       (*ops)[i].buf = mem->get() + i * slotBytes;
       (*ops)[i].desc = desc;
     }
     return snclSuccess;
   };
-  SNCL_CHECK(slots(nSlots_, &rxMemory_, &rxOps_, OpKind::Recv));
-  if (bounce_) {
-    SNCL_CHECK(slots(nSlots_, &txMemory_, &txOps_, OpKind::Send));
-  } else {
-    txOps_.assign(std::min(kMaxTxOps, std::max<size_t>(fabric_.txDepth(), 16)), Op{});
+  rxOps_.assign(nOps, Op{});
+  txOps_.assign(nOps, Op{});
+  for (size_t k = 0; k < npeers; ++k) {
+    peers_[peers[k]].firstSlot = static_cast<uint32_t>(k * nSlots_);
+    for (size_t i = 0; i < nSlots_; ++i) {
+      rxOps_[k * nSlots_ + i].kind = OpKind::Recv;
+      rxOps_[k * nSlots_ + i].peer = peers[k];
+    }
   }
+  for (Op& op : txOps_) op.kind = OpKind::Send;
+  SNCL_CHECK(slots(&rxMemory_, &rxOps_));
+  if (bounce_) SNCL_CHECK(slots(&txMemory_, &txOps_));
   helloOps_.assign(2 * npeers, Op{});
+  for (size_t k = 0; k < npeers; ++k) {
+    helloOps_[2 * k] = Op{};
+    helloOps_[2 * k].kind = OpKind::HelloRecv;
+    helloOps_[2 * k].peer = peers[k];
+    helloOps_[2 * k + 1].kind = OpKind::HelloSend;
+    helloOps_[2 * k + 1].peer = peers[k];
+  }
   requests_.assign(kMaxRequests, Request{});
-  window_.assign(kMaxRequests * nSlots_, kNone);
   freeRequests_.clear();
   for (size_t i = kMaxRequests; i-- > 0;) freeRequests_.push_back(static_cast<uint32_t>(i));
-  freeRx_.clear();
-  for (size_t i = rxOps_.size(); i-- > 0;) freeRx_.push_back(static_cast<uint32_t>(i));
   freeTx_.clear();
   for (size_t i = txOps_.size(); i-- > 0;) freeTx_.push_back(static_cast<uint32_t>(i));
+  sendReady_.clear();
+  sendReady_.reserve(npeers);
+  slotsReady_.clear();
+  slotsReady_.reserve(npeers);
   return snclSuccess;
 }
 
-Result OfiTransport::postHellos(const std::vector<int>& peers, size_t* posted) {
-  // Hellos carry the comm id as CQ data: an address reused by another comm is noticed.
-  for (; *posted < helloOps_.size(); ++*posted) {
-    const size_t i = *posted;
-    const int p = peers[i / 2];
+// Posts what is due and not posted yet (neither busy nor done): every hello receive, the
+// hello to a higher rank, and the answer to a lower rank once its hello arrived.
+Result OfiTransport::postHellos() {
+  fid_ep* ep = fabric_.ep();
+  const bool tagged = fabric_.tagged();
+  for (size_t i = 0; i < helloOps_.size(); ++i) {
     Op& op = helloOps_[i];
-    op = Op{};
-    op.peer = p;
-    op.kind = i % 2 ? OpKind::HelloSend : OpKind::HelloRecv;
-    op.busy = true;
-    ssize_t rc;
+    if (op.busy || op.done) continue;
+    const int p = op.peer;
     const fi_addr_t addr = peers_[p].addr;
-    fid_ep* ep = fabric_.ep();
+    ssize_t rc;
     if (op.kind == OpKind::HelloRecv) {
-      rc = fabric_.tagged() ? fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, chunkTag(p, 0) | kControlBit, 0, &op.ctx)
-                            : fi_recv(ep, nullptr, 0, nullptr, addr, &op.ctx);
-    } else if (checkData_) {
-      rc = fabric_.tagged() ? fi_tsenddata(ep, nullptr, 0, nullptr, commId_, addr, chunkTag(rank_, 0) | kControlBit, &op.ctx)
-                            : fi_senddata(ep, nullptr, 0, nullptr, commId_, addr, &op.ctx);
+      rc = tagged ? fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, chunkTag(p, 0) | kControlBit, 0, &op.ctx)
+                  : fi_recv(ep, nullptr, 0, nullptr, addr, &op.ctx);
     } else {
-      rc = fabric_.tagged() ? fi_tsend(ep, nullptr, 0, nullptr, addr, chunkTag(rank_, 0) | kControlBit, &op.ctx)
-                            : fi_send(ep, nullptr, 0, nullptr, addr, &op.ctx);
+      if (p < rank_ && !helloOps_[i - 1].done) continue;  // answered once the lower rank's hello came
+      // Hellos carry the comm id as CQ data: an address reused by another comm is noticed.
+      const uint64_t tag = chunkTag(rank_, 0) | kControlBit;
+      rc = checkData_ ? (tagged ? fi_tsenddata(ep, nullptr, 0, nullptr, commId_, addr, tag, &op.ctx)
+                                : fi_senddata(ep, nullptr, 0, nullptr, commId_, addr, &op.ctx))
+                      : (tagged ? fi_tsend(ep, nullptr, 0, nullptr, addr, tag, &op.ctx)
+                                : fi_send(ep, nullptr, 0, nullptr, addr, &op.ctx));
     }
-    if (rc == -FI_EAGAIN) {
-      op.busy = false;
-      return snclSuccess;  // retried after the next progress
-    }
-    if (rc) {
-      op.busy = false;
+    if (rc == -FI_EAGAIN) return snclSuccess;  // retried after the next progress
+    if (rc)
       return fail(snclRemoteError, "ofi: rank {}: posting the hello {} rank {} ({}): {}", rank_,
                   op.kind == OpKind::HelloRecv ? "from" : "to", p, peers_[p].address, fi_strerror(static_cast<int>(-rc)));
-    }
+    op.busy = true;
   }
   return snclSuccess;
 }
@@ -251,32 +277,37 @@ Result OfiTransport::connectPeers(const std::vector<AddressRecord>& all, const s
     peers_[p].address = fabric_.addressString(all[p].addr, all[p].addrLen);
     SNCL_CHECK(fabric_.insert(all[p], p, &peers_[p].addr));
   }
-  size_t posted = 0;
   for (;;) {
-    SNCL_CHECK(postHellos(peers, &posted));
+    SNCL_CHECK(postHellos());
     progress();
     size_t waiting = 0;
-    for (size_t i = 0; i < helloOps_.size(); ++i) {
-      const int p = helloOps_[i].peer;
-      if (p >= 0 && peers_[p].error != snclSuccess) return fail(peers_[p].error, "{}", peers_[p].message);
-      waiting += i >= posted || helloOps_[i].busy;
+    for (const Op& op : helloOps_) {
+      if (peers_[op.peer].error != snclSuccess) return fail(peers_[op.peer].error, "{}", peers_[op.peer].message);
+      waiting += !op.done;
     }
-    if (!waiting) return snclSuccess;
+    if (!waiting) break;
     if (aborted_.load()) return fail(snclInvalidUsage, "ofi: rank {}: aborted during setup", rank_);
     if (deadline.expired()) {
       std::string silent;
       for (size_t k = 0; k < peers.size(); ++k)
-        if (2 * k + 1 >= posted || helloOps_[2 * k].busy || helloOps_[2 * k + 1].busy)
+        if (!helloOps_[2 * k].done || !helloOps_[2 * k + 1].done)
           silent += fmt::format(" rank {} at {};", peers[k], peers_[peers[k]].address);
       return fail(snclTimeout, "ofi: rank {}: no answer over {} within the setup deadline from:{}", rank_,
                   fabric_.provider(), silent);
     }
     wait(1000);
   }
+  for (int p : peers) postSlots(p);
+  for (int p : peers)
+    if (peers_[p].error != snclSuccess) return fail(peers_[p].error, "{}", peers_[p].message);
+  return snclSuccess;
 }
 
 void OfiTransport::wait(int64_t maxMicros) {
   if (aborted_.load(std::memory_order_relaxed)) return;
+  // Reading the CQ is what moves the provider's protocols (rendezvous, connections) on
+  // under manual progress: sleep only after a read.
+  if (setupDone_) progress();
   pollfd fds[2] = {{abortFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
   nfds_t n = 1;
   if (fabric_.waitFd() >= 0) {

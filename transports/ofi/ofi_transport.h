@@ -16,20 +16,38 @@
 // Sends leave from the user's buffer: as it is when the provider needs no local
 // registration, registered through the cache (ofi_mr.h) when it asks for FI_MR_LOCAL, or
 // copied into send slots registered at setup (SNCL_OFI_MR=bounce). Tiny chunks are
-// injected. Receives land in receive slots registered once at setup and are handed to the
-// RecvSink in chunk order; a message longer than all slots streams through them, since a
-// slot is reposted as soon as its chunk was delivered. Receiving in place is not possible:
-// the sink decides where (and whether with a reduction) the bytes go.
+// injected. Each peer has its own send backlog (FIFO, so its chunks go out in stream
+// order) and at most `slots` chunks in flight: a peer that cannot take more holds up only
+// its own sends.
 //
-// Progress happens in test(): it reads the completion queue, delivers chunks, and posts
-// what waited for a slot or for room in the provider's queues (FIFO per direction, so a
-// peer's chunks are posted in stream order and sends never wait behind receives). wait()
-// sleeps on the CQ's file descriptor (FI_WAIT_FD, after fi_trywait) or, for providers
-// without one, on an eventfd with a timeout; abort() writes that eventfd.
+// Receives land in a window of receive slots per peer (SNCL_OFI_SLOTS, default 4), each
+// registered once at setup and posted ahead of any irecv for the peer's next chunks in
+// sequence: every incoming chunk has a buffer whether or not the caller has asked for it
+// yet. That is what keeps direct algorithms, which post all sends before their receives,
+// out of a cycle under rendezvous protocols (ofi_rxm above its 16 KiB eager limit), where
+// a send completes only once the receiver has a buffer for it. Completed slots wait
+// until irecvs claim them in posting order; each is handed to the RecvSink in chunk order
+// and reposted for the chunk `slots` further on. Receiving in place is not possible: the
+// sink decides where (and whether with a reduction) the bytes go.
 //
-// At setup each rank sends a zero-byte hello to each peer and waits for theirs within the
-// deadline: connections are made then rather than in the first collective, and a peer
-// that does not answer fails setup with a message naming it and its address.
+// Chunks beyond a peer's window (at most `slots`, the sender's credits) wait in the
+// provider as unexpected messages. The transport leaves ofi_rxm's receive buffers per
+// connection (FI_OFI_RXM_MSG_RX_SIZE, default 128) to the user: the provider reads the
+// variable once per process, and setenv would race with other threads' getenv. Direct
+// collectives over tcp;ofi_rxm (libfabric 1.17) pass with it at 2 and any window; at 1
+// they stalled now and then, whatever the window.
+//
+// Progress happens in test() and wait(): both read the completion queue, deliver chunks,
+// repost slots, and post what waited for a slot, a credit or room in the provider's
+// queues. wait() then sleeps on the CQ's file descriptor (FI_WAIT_FD, after fi_trywait)
+// or, for providers without one, on an eventfd with a timeout; abort() writes that eventfd.
+//
+// At setup the lower rank of each pair sends a zero-byte hello and the higher one answers
+// once it arrived (both post their receives at once), so that a connection is made once,
+// from one side, rather than by two simultaneous connects; each rank waits for its
+// peers' hellos within the deadline, and a peer that does not answer fails setup with a
+// message naming it and its address. The receive windows are posted after the hellos:
+// under FI_MSG a peer's first message must meet the hello's receive.
 //
 // Errors are per peer: an error completion (with fi_strerror's and the provider's text) or
 // a mismatch fails the pair; its pending and later requests fail with that message.
@@ -78,10 +96,9 @@ class OfiTransport : public Transport {
     fi_context2 ctx;
     OpKind kind = OpKind::Send;
     bool busy = false;     // posted; its completion was not read yet
-    bool done = false;     // a receive that completed and awaits in-order delivery
-    uint16_t gen = 0;      // of the request it belongs to: completions of released ones are dropped
-    uint32_t req = kNone;
-    uint32_t chunk = 0;
+    bool done = false;     // a receive slot holding a chunk not delivered yet; a completed hello
+    uint16_t gen = 0;      // sends: of their request, so completions of released ones are dropped
+    uint32_t req = kNone;  // sends only: receive slots belong to their peer, not to a request
     int32_t peer = -1;
     int mrEntry = -1;      // cached registration the send holds a reference on
     char* buf = nullptr;   // its slot (receives; sends under the bounce policy)
@@ -93,16 +110,16 @@ class OfiTransport : public Transport {
   struct Request {
     bool active = false;
     bool isSend = false;
-    bool queued = false;     // in its direction's backlog
+    bool queued = false;     // in its peer's send backlog or receive queue
     uint16_t gen = 1;
     int32_t peer = -1;
-    uint32_t next = kNone;   // backlog link
+    uint32_t next = kNone;   // link in that list
     uint64_t tag = 0;
     uint64_t check = 0;      // remote CQ data every chunk carries
     size_t bytes = 0;
     uint64_t firstSeq = 0;   // pair sequence of chunk 0
     uint32_t chunks = 0;
-    uint32_t posted = 0;
+    uint32_t posted = 0;     // sends only
     uint32_t finished = 0;   // sends: completed; receives: delivered
     const char* src = nullptr;
     void* desc = nullptr;    // send buffer's registration (cache policy)
@@ -110,42 +127,51 @@ class OfiTransport : public Transport {
     RecvSink sink;
   };
 
+  struct RequestList {
+    uint32_t head = kNone;
+    uint32_t tail = kNone;
+  };
+
   struct Peer {
     bool connected = false;
+    bool sendListed = false;     // in sendReady_
+    bool slotsListed = false;    // in slotsReady_
     fi_addr_t addr = FI_ADDR_UNSPEC;
-    uint64_t sendSeq = 0;
-    uint64_t recvSeq = 0;
+    uint64_t sendSeq = 0;        // chunks assigned to isends
+    uint64_t recvSeq = 0;        // chunks assigned to irecvs
+    uint64_t postSeq = 0;        // next chunk a receive slot is posted for
+    uint64_t deliverSeq = 0;     // next chunk handed to a sink
+    uint32_t firstSlot = 0;      // the window is rxOps_[firstSlot, firstSlot + nSlots_)
+    uint32_t sendsInFlight = 0;  // posted send chunks not completed (at most nSlots_)
+    RequestList sends;           // isends waiting for a credit, a tx op or queue room
+    RequestList recvs;           // irecvs not fully delivered, in posting order
     Result error = snclSuccess;  // once set, every request with this peer fails with message
     std::string message;
     std::string address;         // for messages
   };
 
-  struct Backlog {
-    uint32_t head = kNone;
-    uint32_t tail = kNone;
-  };
-
   // setup (ofi_transport.cc)
   Result openEndpoint(size_t npeers, AddressRecord* mine);
   Result checkRecords(const std::vector<AddressRecord>& all, const std::vector<int>& peers);
-  Result allocatePools(size_t npeers);
+  Result allocatePools(const std::vector<int>& peers);
   Result connectPeers(const std::vector<AddressRecord>& all, const std::vector<int>& peers, Deadline deadline);
-  Result postHellos(const std::vector<int>& peers, size_t* posted);
+  Result postHellos();
 
   // posting and progress (ofi_progress.cc)
   Result checkPost(int peer, size_t bytes);
   Result startRequest(int peer, bool isSend, uint64_t tag, size_t bytes, RequestId* id, Request** out);
-  void enqueue(Backlog& b, uint32_t index);
-  void drain(Backlog& b);
+  void enqueue(RequestList& b, uint32_t index);
+  void unlink(RequestList& b, uint32_t index);
+  void drainSends(int peer);
   Post postChunks(uint32_t index);
   Post postSendChunk(Request& r, uint32_t index);
-  Post postRecvChunk(Request& r, uint32_t index);
+  void postSlots(int peer);
   Post postResult(ssize_t rc, int peer, const char* what);
   void progress();
   void complete(Op* op, size_t len, uint64_t data);
   void completeWithError();
-  void deliver(Request& r, uint32_t index);
-  void freeOp(Op* op);
+  void deliver(int peer);
+  void freeTxOp(Op* op);
   Request* owner(const Op* op);
   void releaseRequest(uint32_t index);
   void failPeer(int peer, Result code, std::string message);
@@ -168,14 +194,12 @@ class OfiTransport : public Transport {
   std::vector<Peer> peers_;  // by rank
   std::vector<Request> requests_;
   std::vector<uint32_t> freeRequests_;
-  std::vector<Op> rxOps_;    // one per receive slot
-  std::vector<Op> txOps_;
-  std::vector<Op> helloOps_;
-  std::vector<uint32_t> freeRx_;
+  std::vector<Op> rxOps_;    // nSlots_ receive slots per peer; chunk s of a peer in its slot s % nSlots_
+  std::vector<Op> txOps_;    // nSlots_ per peer: credits never wait for another peer's
+  std::vector<Op> helloOps_; // per peer: receive, send
   std::vector<uint32_t> freeTx_;
-  std::vector<uint32_t> window_;  // request r's chunk c lives in rxOps_[window_[r * nSlots_ + c % nSlots_]]
-  Backlog sendBacklog_;
-  Backlog recvBacklog_;
+  std::vector<int> sendReady_;   // peers whose send backlog waits (capacity: all peers)
+  std::vector<int> slotsReady_;  // peers with a slot to (re)post that the provider refused
   struct FreeDeleter {
     void operator()(char* p) const { free(p); }
   };
