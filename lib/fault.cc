@@ -284,6 +284,7 @@ void faultInit(snclComm* comm) {
   for (auto& t : comm->transports) bus |= std::string(t->name()) == "bus";
   comm->fault.retry = env::integer("SNCL_RETRY", bus ? 1 : 0) != 0;
   comm->fault.pulledMessage.resize(sizeof(Message));
+  comm->fault.sideBroken.assign(size_t(comm->nranks), 0);
   if (comm->executor) comm->executor->setInterrupt({pollThunk, comm});
 }
 
@@ -297,12 +298,14 @@ bool faultPoll(snclComm* comm) {
   // A Report means this rank coordinates (its sender knows every lower rank dead); a Join
   // comes from a lower rank that coordinates.
   for (int r = 0; r < comm->nranks; ++r) {
-    if (r == comm->rank) continue;
+    if (r == comm->rank || f.sideBroken[size_t(r)]) continue;
     const bool join = r < comm->rank;
     bool got = false;
     if (comm->bootstrap->tryRecv(r, tagOf(join ? kJoin : kReport, round), f.pulledMessage.data(), sizeof(Message),
-                                 &got) != snclSuccess)
-      continue;  // a broken side channel to r: r's own failure reaches this rank otherwise
+                                 &got) != snclSuccess) {
+      f.sideBroken[size_t(r)] = 1;  // r's own failure reaches this rank otherwise (the deadline)
+      continue;
+    }
     if (got) {
       f.pulledBy = r;
       f.pulledIsJoin = join;

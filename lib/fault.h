@@ -54,6 +54,9 @@ struct FaultState {
   int pulledBy = -1;
   bool pulledIsJoin = false;
   std::vector<char> pulledMessage;
+  // Side channels whose bootstrap connection broke (a peer that exited): polled no more,
+  // since every poll of a closed connection fails and logs again, hundreds of times a second.
+  std::vector<uint8_t> sideBroken;
   snclFaultStats_t stats{};
 };
 
