@@ -193,12 +193,14 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
     CHECK(agg.timeUs == Approx(exact.timeUs).epsilon(0.01));
     CHECK(agg.messages == exact.messages);
     // Eager messages let a rank run ahead of a neighbour behind a longer route; lockstep
-    // does not credit that: an upper bound, within 5% here.
+    // does not credit that: an upper bound. A ring rank then waits only for its
+    // predecessor (its send completes as it leaves), so the exact ring step is the ring's
+    // mean edge where lockstep charges the slowest: 9.2% here, the most of these four.
     run(g, w, true, &exact, 400);
     run(g, w, false, &agg, 400);
     INFO(algo << " eager: exact " << exact.timeUs << " us, aggregated " << agg.timeUs << " us");
     CHECK(agg.timeUs >= exact.timeUs * 0.999);
-    CHECK(agg.timeUs <= exact.timeUs * 1.05);
+    CHECK(agg.timeUs <= exact.timeUs * 1.10);
   }
 }
 

@@ -277,7 +277,7 @@ class Aggregated {
     int src, dst;
     uint64_t bytes;
     const Path* path;
-    double arrival = 0, rate = 0;
+    double left = 0, arrival = 0, rate = 0;  // last byte left the sender; arrived
     uint32_t bottleneck = UINT32_MAX;
   };
 
@@ -405,7 +405,7 @@ class Aggregated {
                         run.level);
         }
         if (send) {
-          if (flows_[flow].arrival > end) end = flows_[flow].arrival, last = flow, lastSending = true;
+          if (flows_[flow].left > end) end = flows_[flow].left, last = flow, lastSending = true;
         } else {
           recvs_.push_back({flows_[flow].arrival, flow, op.kind == algo::OpKind::RecvReduce});
         }
@@ -457,6 +457,7 @@ class Aggregated {
           live[keep++] = f;
           continue;
         }
+        flows_[f].left = now;
         flows_[f].arrival = now + flows_[f].path->latencyUs;
       }
       live.resize(keep);

@@ -7,7 +7,7 @@
 //   else once the matching receive is posted too; it moves at its max-min fair rate
 //   (flows.h) and arrives the route's latency after its last byte left;
 // - a rank starts step k+1 when all of step k's operations completed (the executor's
-//   rule): a send when its message arrived, a receive when its message arrived and it was
+//   rule): a send when its last byte left (the route's latency before it arrives), a receive when its message arrived and it was
 //   posted (matched in posting order per pair, as the transports do), a RecvReduce after
 //   the rank also reduced it, local Copy/Reduce operations when the rank did them at step
 //   start.
