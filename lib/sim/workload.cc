@@ -117,8 +117,10 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
         break;
       case Algorithm::Hierarchical: {
         const algo::HierarchicalSpec hs{chooser.hierarchies()[plan.hierarchy].groupOf, plan.inner, plan.outer};
+        // The phases once for all ranks (per rank they cost O(nranks) each).
+        auto layout = std::make_shared<const algo::HierLayout>(algo::HierarchicalAllReduce::layout(nranks, hs.groupOf, count));
         out->workload.build = [=](int r, algo::Schedule* s) {
-          algo::HierarchicalAllReduce::build(r, nranks, hs, count, chunkCount, s);
+          algo::HierarchicalAllReduce::build(r, nranks, hs, *layout, chunkCount, s);
         };
         break;
       }
