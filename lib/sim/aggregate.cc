@@ -11,7 +11,9 @@
 // 3. The clock is cut into segments where no rank changes run. Within a segment every step
 //    has the same flows, so one step is simulated (all its flows start together, fair
 //    shares re-solved as flows finish, then each rank's completion rule) and its duration
-//    multiplied by the segment's length.
+//    multiplied by the segment's length. A segment whose step has the shape of one of the
+//    last few simulated (same ranks, operations and peers, bytes within kCountTolerance) takes
+//    that step's result: a pipelined phase alternates between two or three shapes.
 //
 // Lockstep is exact when ranks are coupled step by step (ring, tree, halving-doubling on a
 // uniform network); it charges every rank the slowest rank's step, where the exact engine
@@ -32,6 +34,8 @@ constexpr int kMaxAlignPasses = 10000;
 // Messages one rank posts in one step: beyond this (a direct algorithm on thousands of
 // ranks) a step alone would not fit in memory.
 constexpr size_t kMaxOpsPerStep = 4096;
+// Step shapes remembered for reuse: enough for the alternations of pipelined phases.
+constexpr size_t kRememberedShapes = 4;
 
 struct ROp {
   algo::OpKind kind;
@@ -273,6 +277,24 @@ class Aggregated {
     return fail(snclInvalidArgument, "simulator: schedules do not line up on one step clock (use the exact engine)");
   }
 
+  struct ShapeOp {
+    algo::OpKind kind;
+    int32_t peer;
+    uint64_t bytes;
+  };
+  // A simulated step and its result.
+  struct Shape {
+    bool valid = false;
+    uint64_t hash = 0;
+    std::vector<int32_t> ranks;     // active ranks, ascending
+    std::vector<uint32_t> opStart;  // per rank of ranks: its first operation in ops
+    std::vector<ShapeOp> ops;
+    double stepUs = 0;
+    Critical crit;
+    std::vector<double> classBytes;  // carried per network class in one step
+    uint64_t messages = 0;
+  };
+
   struct StepFlow {
     int src, dst;
     uint64_t bytes;
@@ -321,26 +343,67 @@ class Aggregated {
       }
       if (i == edges.size() || active.empty()) continue;
       const uint64_t length = edges[i].level - level;
-      Critical crit;
-      double stepUs = 0;
-      SNCL_CHECK(step(active, current, length, &stepUs, &crit));
+      const Shape* shape = remembered(active, current);
+      if (!shape) {
+        Shape& fresh = shapes_[nextShape_];
+        nextShape_ = (nextShape_ + 1) % kRememberedShapes;
+        std::swap(fresh, probe_);
+        fresh.classBytes.assign(net_.classCount(), 0.0);
+        SNCL_CHECK(step(active, current, &fresh));
+        fresh.valid = true;
+        ++out_->segments;
+        net_.trim(o_.maxCachedHops);
+        shape = &fresh;
+      }
+      const double stepUs = shape->stepUs;
       out_->timeUs += stepUs * double(length);
-      ++out_->segments;
+      out_->messages += shape->messages * length;
+      for (size_t c = 0; c < shape->classBytes.size(); ++c) out_->classBytes[c] += shape->classBytes[c] * double(length);
       if (stepUs * double(length) > worst) {
         worst = stepUs * double(length);
-        crit.step = level;
-        crit.repeats = length;
-        crit.stepUs = stepUs;
-        out_->critical = crit;
+        out_->critical = shape->crit;
+        out_->critical.step = level;
+        out_->critical.repeats = length;
+        out_->critical.stepUs = stepUs;
       }
-      net_.trim(o_.maxCachedHops);
     }
     return snclSuccess;
   }
 
-  // One step of the active runs: its duration, and what bounded it.
-  Result step(const std::vector<int>& active, const std::vector<int32_t>& current, uint64_t length, double* stepUs,
-              Critical* crit) {
+  // Fills probe_ with the active ranks' step shape and returns the remembered shape equal
+  // to it, or nullptr (probe_ then holds the shape to simulate).
+  const Shape* remembered(const std::vector<int>& active, const std::vector<int32_t>& current) {
+    Shape& p = probe_;
+    p.ranks.assign(active.begin(), active.end());
+    std::sort(p.ranks.begin(), p.ranks.end());
+    p.opStart.clear();
+    p.ops.clear();
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over ranks, kinds and peers
+    const auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+    for (int r : p.ranks) {
+      const Run& run = ranks_[r].runs[current[r]];
+      p.opStart.push_back(uint32_t(p.ops.size()));
+      mix(uint64_t(r));
+      for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
+        const ROp& op = ranks_[r].ops[i];
+        p.ops.push_back({op.kind, op.peer, op.bytes});
+        mix(uint64_t(op.kind) << 32 | uint32_t(op.peer));
+      }
+    }
+    p.hash = hash;
+    for (const Shape& s : shapes_) {
+      if (!s.valid || s.hash != p.hash || s.ranks != p.ranks || s.opStart != p.opStart || s.ops.size() != p.ops.size())
+        continue;
+      bool same = true;
+      for (size_t k = 0; same && k < p.ops.size(); ++k)
+        same = s.ops[k].kind == p.ops[k].kind && s.ops[k].peer == p.ops[k].peer && sameCount(s.ops[k].bytes, p.ops[k].bytes);
+      if (same) return &s;
+    }
+    return nullptr;
+  }
+
+  // One step of the active runs: its duration, what bounded it, bytes per class, messages.
+  Result step(const std::vector<int>& active, const std::vector<int32_t>& current, Shape* shape) {
     // Flows in rank order; a rank's sends are its flows in op order, its receives are found
     // in its inbox (flows by destination): the k-th receive from a peer in a step is the
     // k-th message of that pair (posting order).
@@ -356,10 +419,10 @@ class Aggregated {
           op.pathGen = net_.generation();
         }
         flows_.push_back({r, op.peer, op.bytes, op.path});
-        for (auto [ch, f] : op.path->hops) out_->classBytes[net_.classOf(ch)] += double(op.bytes) * f * double(length);
+        for (auto [ch, f] : op.path->hops) shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f;
       }
     }
-    out_->messages += flows_.size() * length;
+    shape->messages = flows_.size();
     fluid();
     for (int r : active) inCount_[r] = 0;
     for (const StepFlow& f : flows_) ++inCount_[f.dst];
@@ -372,6 +435,7 @@ class Aggregated {
       inbox_[inFirst_[d] + inCount_[d]++] = i;
     }
     const double memBytesPerUs = o_.memGBs * kBytesPerUsPerGBs;
+    double* stepUs = &shape->stepUs;
     *stepUs = 0;
     int slowRank = -1;
     uint32_t slowFlow = UINT32_MAX;
@@ -419,6 +483,7 @@ class Aggregated {
       if (cpu > end) end = cpu, last = UINT32_MAX;
       if (end > *stepUs) *stepUs = end, slowRank = r, slowFlow = last, slowSending = lastSending;
     }
+    Critical* crit = &shape->crit;
     *crit = Critical{};
     crit->rank = slowRank;
     if (slowFlow != UINT32_MAX) {
@@ -476,6 +541,9 @@ class Aggregated {
   FairShare fs_;
   SimResult* out_;
   std::vector<RankRuns> ranks_;
+  std::vector<Shape> shapes_ = std::vector<Shape>(kRememberedShapes);
+  size_t nextShape_ = 0;
+  Shape probe_;
   std::vector<StepFlow> flows_;
   // Per rank (indexed by rank, valid for active ranks): first own flow, inbox range.
   std::vector<uint32_t> firstFlow_, inFirst_, inCount_, inbox_;
