@@ -304,29 +304,40 @@ class Aggregated {
   };
 
   Result sweep() {
-    // Run starts and ends by level; a rank has at most one run active at a time.
+    // Run starts and ends bucketed by level, the ends of a level before its starts (bucket
+    // 2 x level + 1), so a rank's next run replaces its last; a rank has at most one run
+    // active at a time.
     struct Edge {
-      uint64_t level;
       int rank;
       int32_t run;  // -1: the rank's run ends here
     };
-    std::vector<Edge> edges;
-    for (int r = 0; r < w_.nranks; ++r)
-      for (uint32_t j = 0; j < ranks_[r].runs.size(); ++j) {
-        const Run& run = ranks_[r].runs[j];
-        edges.push_back({run.level + run.length, r, -1});
-        edges.push_back({run.level, r, int32_t(j)});
-      }
-    // Ends before starts at one level, so a rank's next run replaces its last.
-    std::sort(edges.begin(), edges.end(),
-              [](const Edge& a, const Edge& b) { return a.level != b.level ? a.level < b.level : a.run < b.run; });
+    uint64_t levels = 0;
+    for (const RankRuns& rr : ranks_)
+      if (!rr.runs.empty()) levels = std::max(levels, rr.runs.back().level + rr.runs.back().length);
+    std::vector<uint32_t> bucketStart(2 * (levels + 1) + 1, 0);
+    for (const RankRuns& rr : ranks_)
+      for (const Run& run : rr.runs) ++bucketStart[2 * run.level + 2], ++bucketStart[2 * (run.level + run.length) + 1];
+    for (size_t b = 1; b < bucketStart.size(); ++b) bucketStart[b] += bucketStart[b - 1];
+    std::vector<Edge> edges(bucketStart.back());
+    {
+      std::vector<uint32_t> fill(bucketStart.begin(), bucketStart.end() - 1);
+      for (int r = 0; r < w_.nranks; ++r)
+        for (uint32_t j = 0; j < ranks_[r].runs.size(); ++j) {
+          const Run& run = ranks_[r].runs[j];
+          edges[fill[2 * (run.level + run.length)]++] = {r, -1};
+          edges[fill[2 * run.level + 1]++] = {r, int32_t(j)};
+        }
+    }
+    std::vector<uint64_t> marked;  // levels where some run starts or ends
+    for (uint64_t level = 0; level <= levels; ++level)
+      if (bucketStart[2 * level] != bucketStart[2 * level + 2]) marked.push_back(level);
     std::vector<int32_t> current(w_.nranks, -1);
     std::vector<int> active;
     out_->classBytes.assign(net_.classCount(), 0.0);
     double worst = -1;
-    for (size_t i = 0; i < edges.size();) {
-      const uint64_t level = edges[i].level;
-      for (; i < edges.size() && edges[i].level == level; ++i) {
+    for (size_t m = 0; m < marked.size(); ++m) {
+      const uint64_t level = marked[m];
+      for (uint32_t i = bucketStart[2 * level]; i < bucketStart[2 * level + 2]; ++i) {
         const Edge& e = edges[i];
         if (e.run < 0) {
           if (pos_[e.rank] < 0) continue;
@@ -341,9 +352,9 @@ class Aggregated {
           if (pos_[e.rank] < 0) pos_[e.rank] = int32_t(active.size()), active.push_back(e.rank);
         }
       }
-      if (i == edges.size() || active.empty()) continue;
-      const uint64_t length = edges[i].level - level;
-      const Shape* shape = remembered(active, current);
+      if (m + 1 == marked.size() || active.empty()) continue;
+      const uint64_t length = marked[m + 1] - level;
+      const Shape* shape = remembered(current);
       if (!shape) {
         Shape& fresh = shapes_[nextShape_];
         nextShape_ = (nextShape_ + 1) % kRememberedShapes;
@@ -372,10 +383,11 @@ class Aggregated {
 
   // Fills probe_ with the active ranks' step shape and returns the remembered shape equal
   // to it, or nullptr (probe_ then holds the shape to simulate).
-  const Shape* remembered(const std::vector<int>& active, const std::vector<int32_t>& current) {
+  const Shape* remembered(const std::vector<int32_t>& current) {
     Shape& p = probe_;
-    p.ranks.assign(active.begin(), active.end());
-    std::sort(p.ranks.begin(), p.ranks.end());
+    p.ranks.clear();  // ascending: pos_ marks the active ranks
+    for (int r = 0; r < w_.nranks; ++r)
+      if (pos_[r] >= 0) p.ranks.push_back(r);
     p.opStart.clear();
     p.ops.clear();
     uint64_t hash = 1469598103934665603ull;  // FNV-1a over ranks, kinds and peers
