@@ -41,8 +41,6 @@ struct ROp {
   algo::OpKind kind;
   int32_t peer;
   uint64_t bytes;
-  const Path* path = nullptr;  // sends: the route, valid while pathGen is the network's
-  uint64_t pathGen = 0;
 };
 
 struct Run {
@@ -53,11 +51,12 @@ struct Run {
 
 // A run's messages with one peer in one direction: messages seqStart.. of the pair, perStep
 // per step.
-struct MsgRun {
+struct MsgRun {  // 24 bytes: there are millions
   int32_t peer;
-  bool send;
   uint32_t run;
-  uint64_t seqStart, perStep;
+  uint64_t seqStart;
+  uint32_t perStep;  // at most kMaxOpsPerStep
+  bool send;
   bool operator<(const MsgRun& o) const {
     return peer != o.peer ? peer < o.peer : send != o.send ? send < o.send : seqStart < o.seqStart;
   }
@@ -79,17 +78,18 @@ struct RankRuns {
         if (op.peer < 0) continue;
         const std::pair<int32_t, bool> key{op.peer, op.kind == algo::OpKind::Send};
         auto [it, fresh] = inRun.emplace(key, msgs.size());
-        if (fresh) msgs.push_back({op.peer, key.second, j, next[key], 1});
+        if (fresh) msgs.push_back({op.peer, j, next[key], 1, key.second});
         else ++msgs[it->second].perStep;
       }
       for (auto& [key, k] : inRun) next[key] += msgs[k].perStep * runs[j].length;
     }
     std::sort(msgs.begin(), msgs.end());
+    msgs.shrink_to_fit();  // 16k ranks' indexes: growth slack alone would double them
   }
 
   // The entry holding message seq of (peer, send), or nullptr.
   const MsgRun* find(int32_t peer, bool send, uint64_t seq) const {
-    auto it = std::upper_bound(msgs.begin(), msgs.end(), MsgRun{peer, send, 0, seq, 0});
+    auto it = std::upper_bound(msgs.begin(), msgs.end(), MsgRun{peer, 0, seq, 0, send});
     if (it == msgs.begin()) return nullptr;
     --it;
     if (it->peer != peer || it->send != send) return nullptr;
@@ -424,14 +424,12 @@ class Aggregated {
       const Run& run = ranks_[r].runs[current[r]];
       firstFlow_[r] = uint32_t(flows_.size());
       for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
-        ROp& op = ranks_[r].ops[i];
+        const ROp& op = ranks_[r].ops[i];
         if (op.kind != algo::OpKind::Send) continue;
-        if (op.pathGen != net_.generation() || !op.path) {
-          SNCL_CHECK(net_.path(r, op.peer, &op.path));
-          op.pathGen = net_.generation();
-        }
-        flows_.push_back({r, op.peer, op.bytes, op.path});
-        for (auto [ch, f] : op.path->hops) shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f;
+        const Path* path = nullptr;  // valid until the network's next trim
+        SNCL_CHECK(net_.path(r, op.peer, &path));
+        flows_.push_back({r, op.peer, op.bytes, path});
+        for (auto [ch, f] : path->hops) shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f;
       }
     }
     shape->messages = flows_.size();
