@@ -138,7 +138,7 @@ class Aggregated {
 
   Result run() {
     algo::Schedule sched;
-    if (!w_.rotationSymmetric || !fromSample(sched)) {
+    if (!fromSample(sched)) {
       for (int r = 0; r < w_.nranks; ++r) {
         w_.build(r, &sched);
         SNCL_CHECK(compress(r, sched, &ranks_[r]));
@@ -150,45 +150,81 @@ class Aggregated {
   }
 
  private:
-  // A ring's 2(n-1) steps on each of 16k ranks are too many to build (a billion operations),
-  // and every rank's are rank 0's turned by its rank. Built: rank 0 and kSampleRanks others
-  // spread over the ring (both neighbours of rank 0 among them); if each is rank 0's turned,
-  // every rank is taken as rank 0's turned, with the largest byte counts seen. Otherwise
-  // (false) every rank is built.
+  // A ring's 2(n-1) steps on each of 16k ranks are too many to build (a billion
+  // operations), and a hierarchical schedule's 5,886 take most of the budget. Under the
+  // workload's symmetry one representative per class is built; kSampleRanks others spread
+  // over the ranks are built and checked to be their representative's mapped (the
+  // neighbours of rank 0 among them), and the representatives keep the largest byte counts
+  // seen. If the claim holds, every other rank is derived; otherwise (false) every rank is
+  // built.
   bool fromSample(algo::Schedule& sched) {
     constexpr int kSampleRanks = 64;
-    const int n = w_.nranks;
-    if (n <= 2 * kSampleRanks) return false;
-    RankRuns base, other;
-    w_.build(0, &sched);
-    if (compress(0, sched, &base) != snclSuccess) return false;
+    const Workload::Symmetry sym = w_.symmetry;
+    const int n = w_.nranks, block = sym.block;
+    if (block < 1 || n % block || (!sym.rotate && !sym.translate)) return false;
+    std::vector<int> reps;
+    for (int r = 0; r < n; ++r)
+      if (representative(r) == r) reps.push_back(r);
+    if (size_t(n) - reps.size() <= 2 * size_t(kSampleRanks)) return false;
+    for (int r : reps) {
+      w_.build(r, &sched);
+      if (compress(r, sched, &ranks_[r]) != snclSuccess) return reset();
+    }
+    RankRuns other;
     for (int i = 0; i < kSampleRanks; ++i) {
       const int r = i < 2 ? (i == 0 ? 1 : n - 1) : int(1 + int64_t(i) * (n - 2) / kSampleRanks);
+      if (representative(r) == r) continue;
+      RankRuns& base = ranks_[representative(r)];
       other = RankRuns{};
       w_.build(r, &sched);
       if (compress(r, sched, &other) != snclSuccess || other.runs.size() != base.runs.size() ||
           other.ops.size() != base.ops.size())
-        return false;
+        return reset();
       for (size_t j = 0; j < base.runs.size(); ++j)
         if (other.runs[j].level != base.runs[j].level || other.runs[j].length != base.runs[j].length ||
             other.runs[j].opBegin != base.runs[j].opBegin)
-          return false;
+          return reset();
       for (size_t k = 0; k < base.ops.size(); ++k) {
         ROp& b = base.ops[k];
         const ROp& o = other.ops[k];
         if (b.kind != o.kind || !sameCount(b.bytes, o.bytes) || (b.peer < 0) != (o.peer < 0) ||
-            (b.peer >= 0 && (b.peer + r) % n != o.peer))
-          return false;
+            (b.peer >= 0 && mapPeer(r, b.peer) != o.peer))
+          return reset();
         b.bytes = std::max(b.bytes, o.bytes);
       }
     }
     for (int r = 0; r < n; ++r) {
-      ranks_[r].runs = base.runs;
-      ranks_[r].ops = base.ops;
+      const int rep = representative(r);
+      if (rep == r) continue;
+      ranks_[r].runs = ranks_[rep].runs;
+      ranks_[r].ops = ranks_[rep].ops;
       for (ROp& op : ranks_[r].ops)
-        if (op.peer >= 0) op.peer = int32_t((op.peer + r) % n);
+        if (op.peer >= 0) op.peer = mapPeer(r, op.peer);
     }
     return true;
+  }
+
+  // The rank whose schedule rank r's is derived from under the workload's symmetry.
+  int representative(int r) const {
+    const int block = w_.symmetry.block;
+    if (w_.symmetry.rotate && w_.symmetry.translate) return 0;
+    return w_.symmetry.rotate ? r - r % block : r % block;
+  }
+
+  // Peer p of rank r's representative, as rank r's peer.
+  int32_t mapPeer(int r, int32_t p) const {
+    const int block = w_.symmetry.block, blocks = w_.nranks / block;
+    const int b = r / block, i = r % block;
+    int64_t peerBlock = p / block, peerIndex = p % block;
+    if (w_.symmetry.rotate) peerIndex = (peerIndex + i) % block;
+    if (w_.symmetry.translate) peerBlock = (peerBlock + b) % blocks;
+    return int32_t(peerBlock * block + peerIndex);
+  }
+
+  // Forgets what fromSample built: every rank gets built.
+  bool reset() {
+    for (RankRuns& rr : ranks_) rr = RankRuns{};
+    return false;
   }
 
   Result compress(int r, const algo::Schedule& sc, RankRuns* target) {
