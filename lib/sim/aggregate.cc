@@ -267,6 +267,7 @@ class Aggregated {
       }
     }
     out_->steps = std::max<uint64_t>(out_->steps, sc.numSteps());
+    ++out_->built;
     rr.runs.shrink_to_fit();
     rr.ops.shrink_to_fit();
     return snclSuccess;

@@ -65,6 +65,7 @@ class Exact {
         return fail(snclInvalidArgument, "simulator: more than {} operations for the exact engine; use the aggregated one",
                     o_.maxExactOps);
       out_->steps = std::max<uint64_t>(out_->steps, sched_[r].numSteps());
+      ++out_->built;
     }
     out_->classBytes.assign(net_.classCount(), 0.0);
     for (int r = 0; r < n; ++r) SNCL_CHECK(beginStep(r));

@@ -86,6 +86,7 @@ struct SimResult {
   uint64_t messages = 0;  // messages simulated (aggregated: counting each repeat)
   uint64_t steps = 0;     // longest rank's step count (aggregated: lockstep levels)
   uint64_t segments = 0;  // aggregated: distinct step shapes simulated
+  uint64_t built = 0;     // schedules built (aggregated: the others derived by symmetry)
 };
 
 // Bytes an operation moves or touches.
