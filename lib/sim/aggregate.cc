@@ -2,7 +2,9 @@
 //
 // 1. Each rank's schedule is built once (lazily, rank by rank, into one reused buffer) and
 //    compressed into runs of consecutive steps of the same shape: the same operations (kind,
-//    peer) with byte counts equal within kCountTolerance (a run keeps the largest).
+//    peer) with byte counts equal within kCountTolerance (a run keeps the largest). Under
+//    the workload's symmetry (sim.h) only one rank per class and a checked sample are
+//    built; the others are derived.
 // 2. Steps are put on one lockstep clock ("levels"): a message must sit at the same level on
 //    both ends (messages are matched in posting order per pair, as the transports do). Runs
 //    start at their step index; where the two ends of a message disagree, the earlier side
