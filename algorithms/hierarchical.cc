@@ -114,47 +114,72 @@ std::vector<HierPhase> HierarchicalAllReduce::phases(int nranks, const std::vect
   return list.take();
 }
 
+HierLayout HierarchicalAllReduce::layout(int nranks, const std::vector<std::vector<int>>& groupOf, size_t count) {
+  HierLayout out;
+  out.count = count;
+  out.phases = phases(nranks, groupOf, count);
+  out.groupOf.assign(out.phases.size(), std::vector<int32_t>(size_t(nranks), -1));
+  out.localRank = out.groupOf;
+  for (size_t p = 0; p < out.phases.size(); ++p)
+    for (size_t g = 0; g < out.phases[p].groups.size(); ++g) {
+      const std::vector<int>& members = out.phases[p].groups[g];
+      for (size_t j = 0; j < members.size(); ++j) {
+        out.groupOf[p][members[j]] = int32_t(g);
+        out.localRank[p][members[j]] = int32_t(j);
+      }
+    }
+  return out;
+}
+
 void HierarchicalAllReduce::build(int rank, int nranks, const HierarchicalSpec& spec, size_t count, size_t chunkCount,
                                   Schedule* out) {
-  out->clear();
   if (nranks == 1 || count == 0) {
+    out->clear();
     DirectAllReduce::build(rank, nranks, count, out);
     return;
   }
-  for (const HierPhase& phase : phases(nranks, spec.groupOf, count)) {
-    for (size_t g = 0; g < phase.groups.size(); ++g) {
-      const std::vector<int>& members = phase.groups[g];
-      const int j = localRankOf(members, rank);
-      if (j < 0) continue;
-      Placement place;
-      place.members = members;
-      place.phase = phase.id;
-      const Region region{phase.fromInput ? Buf::Input : Buf::Output, phase.base[g]};
-      const Region block{Buf::Output, phase.base[g] + j * phase.count};
-      const int k = static_cast<int>(members.size());
-      Schedule part;
-      switch (phase.kind) {
-        case HierPhase::Kind::AllReduce:
-          place.input = region;
-          place.output = {Buf::Output, phase.base[g]};
-          buildFlat(phase.tail ? FlatAllReduce::Direct : spec.outer, j, k, phase.count, chunkCount, &part);
-          break;
-        case HierPhase::Kind::ReduceScatter:
-          place.input = region;
-          place.output = block;
-          if (spec.inner == GroupAlgo::Ring) RingReduceScatter::build(j, k, phase.count, chunkCount, &part);
-          else DirectReduceScatter::build(j, k, phase.count, &part);
-          break;
-        case HierPhase::Kind::AllGather:
-          place.input = block;
-          place.output = {Buf::Output, phase.base[g]};
-          if (spec.inner == GroupAlgo::Ring) RingAllGather::build(j, k, phase.count, chunkCount, &part);
-          else DirectAllGather::build(j, k, phase.count, &part);
-          break;
-      }
-      appendPhase(part, place, out);
-      break;  // a rank is in one group per phase
+  build(rank, nranks, spec, layout(nranks, spec.groupOf, count), chunkCount, out);
+}
+
+void HierarchicalAllReduce::build(int rank, int nranks, const HierarchicalSpec& spec, const HierLayout& layout,
+                                  size_t chunkCount, Schedule* out) {
+  out->clear();
+  if (nranks == 1 || layout.count == 0) {
+    DirectAllReduce::build(rank, nranks, layout.count, out);
+    return;
+  }
+  Schedule part;
+  Placement place;
+  for (size_t p = 0; p < layout.phases.size(); ++p) {
+    const HierPhase& phase = layout.phases[p];
+    const int32_t g = layout.groupOf[p][rank], j = layout.localRank[p][rank];
+    if (g < 0) continue;  // a rank is in at most one group per phase
+    const std::vector<int>& members = phase.groups[g];
+    place.members = members;
+    place.phase = phase.id;
+    const Region region{phase.fromInput ? Buf::Input : Buf::Output, phase.base[g]};
+    const Region block{Buf::Output, phase.base[g] + j * phase.count};
+    const int k = static_cast<int>(members.size());
+    switch (phase.kind) {
+      case HierPhase::Kind::AllReduce:
+        place.input = region;
+        place.output = {Buf::Output, phase.base[g]};
+        buildFlat(phase.tail ? FlatAllReduce::Direct : spec.outer, j, k, phase.count, chunkCount, &part);
+        break;
+      case HierPhase::Kind::ReduceScatter:
+        place.input = region;
+        place.output = block;
+        if (spec.inner == GroupAlgo::Ring) RingReduceScatter::build(j, k, phase.count, chunkCount, &part);
+        else DirectReduceScatter::build(j, k, phase.count, &part);
+        break;
+      case HierPhase::Kind::AllGather:
+        place.input = block;
+        place.output = {Buf::Output, phase.base[g]};
+        if (spec.inner == GroupAlgo::Ring) RingAllGather::build(j, k, phase.count, chunkCount, &part);
+        else DirectAllGather::build(j, k, phase.count, &part);
+        break;
     }
+    appendPhase(part, place, out);
   }
 }
 

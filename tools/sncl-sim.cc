@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
     j["messages"] = res.messages;
     j["steps"] = res.steps;
     j["segments"] = res.segments;
+    j["schedules_built"] = res.built;
     j["critical"] = {{"rank", c.rank},         {"step", c.step},         {"repeats", c.repeats},
                      {"step_us", c.stepUs},    {"peer", c.peer},         {"sending", c.sending},
                      {"latency_us", c.latencyUs}, {"rate_gbs", c.rateGBs}, {"bottleneck", c.bottleneck}};
@@ -219,7 +220,8 @@ int main(int argc, char** argv) {
              planned.plannerChoice, exact ? "exact" : "aggregated");
   fmt::print("candidates {}\n", planned.candidates);
   fmt::print("time       {:.2f} us   algbw {:.2f} GB/s   busbw {:.2f} GB/s\n", res.timeUs, algbw, busbw);
-  fmt::print("simulated  {} messages, {} steps, {} segments\n", res.messages, res.steps, res.segments);
+  fmt::print("simulated  {} messages, {} steps, {} segments, {} schedules built\n", res.messages, res.steps, res.segments,
+             res.built);
   if (c.rank >= 0) {
     fmt::print("critical   step {}{}: {:.3f} us per step, rank {}", c.step,
                c.repeats > 1 ? fmt::format(" (x{})", c.repeats) : std::string(), c.stepUs, rankName(g, c.rank));

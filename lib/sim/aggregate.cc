@@ -2,7 +2,9 @@
 //
 // 1. Each rank's schedule is built once (lazily, rank by rank, into one reused buffer) and
 //    compressed into runs of consecutive steps of the same shape: the same operations (kind,
-//    peer) with byte counts equal within kCountTolerance (a run keeps the largest).
+//    peer) with byte counts equal within kCountTolerance (a run keeps the largest). Under
+//    the workload's symmetry (sim.h) only one rank per class and a checked sample are
+//    built; the others are derived.
 // 2. Steps are put on one lockstep clock ("levels"): a message must sit at the same level on
 //    both ends (messages are matched in posting order per pair, as the transports do). Runs
 //    start at their step index; where the two ends of a message disagree, the earlier side
@@ -11,7 +13,9 @@
 // 3. The clock is cut into segments where no rank changes run. Within a segment every step
 //    has the same flows, so one step is simulated (all its flows start together, fair
 //    shares re-solved as flows finish, then each rank's completion rule) and its duration
-//    multiplied by the segment's length.
+//    multiplied by the segment's length. A segment whose step has the shape of one of the
+//    last few simulated (same ranks, operations and peers, bytes within kCountTolerance) takes
+//    that step's result: a pipelined phase alternates between two or three shapes.
 //
 // Lockstep is exact when ranks are coupled step by step (ring, tree, halving-doubling on a
 // uniform network); it charges every rank the slowest rank's step, where the exact engine
@@ -32,13 +36,13 @@ constexpr int kMaxAlignPasses = 10000;
 // Messages one rank posts in one step: beyond this (a direct algorithm on thousands of
 // ranks) a step alone would not fit in memory.
 constexpr size_t kMaxOpsPerStep = 4096;
+// Step shapes remembered for reuse: enough for the alternations of pipelined phases.
+constexpr size_t kRememberedShapes = 4;
 
 struct ROp {
   algo::OpKind kind;
   int32_t peer;
   uint64_t bytes;
-  const Path* path = nullptr;  // sends: the route, valid while pathGen is the network's
-  uint64_t pathGen = 0;
 };
 
 struct Run {
@@ -49,11 +53,12 @@ struct Run {
 
 // A run's messages with one peer in one direction: messages seqStart.. of the pair, perStep
 // per step.
-struct MsgRun {
+struct MsgRun {  // 24 bytes: there are millions
   int32_t peer;
-  bool send;
   uint32_t run;
-  uint64_t seqStart, perStep;
+  uint64_t seqStart;
+  uint32_t perStep;  // at most kMaxOpsPerStep
+  bool send;
   bool operator<(const MsgRun& o) const {
     return peer != o.peer ? peer < o.peer : send != o.send ? send < o.send : seqStart < o.seqStart;
   }
@@ -75,17 +80,18 @@ struct RankRuns {
         if (op.peer < 0) continue;
         const std::pair<int32_t, bool> key{op.peer, op.kind == algo::OpKind::Send};
         auto [it, fresh] = inRun.emplace(key, msgs.size());
-        if (fresh) msgs.push_back({op.peer, key.second, j, next[key], 1});
+        if (fresh) msgs.push_back({op.peer, j, next[key], 1, key.second});
         else ++msgs[it->second].perStep;
       }
       for (auto& [key, k] : inRun) next[key] += msgs[k].perStep * runs[j].length;
     }
     std::sort(msgs.begin(), msgs.end());
+    msgs.shrink_to_fit();  // 16k ranks' indexes: growth slack alone would double them
   }
 
   // The entry holding message seq of (peer, send), or nullptr.
   const MsgRun* find(int32_t peer, bool send, uint64_t seq) const {
-    auto it = std::upper_bound(msgs.begin(), msgs.end(), MsgRun{peer, send, 0, seq, 0});
+    auto it = std::upper_bound(msgs.begin(), msgs.end(), MsgRun{peer, 0, seq, 0, send});
     if (it == msgs.begin()) return nullptr;
     --it;
     if (it->peer != peer || it->send != send) return nullptr;
@@ -134,7 +140,7 @@ class Aggregated {
 
   Result run() {
     algo::Schedule sched;
-    if (!w_.rotationSymmetric || !fromSample(sched)) {
+    if (!fromSample(sched)) {
       for (int r = 0; r < w_.nranks; ++r) {
         w_.build(r, &sched);
         SNCL_CHECK(compress(r, sched, &ranks_[r]));
@@ -146,45 +152,81 @@ class Aggregated {
   }
 
  private:
-  // A ring's 2(n-1) steps on each of 16k ranks are too many to build (a billion operations),
-  // and every rank's are rank 0's turned by its rank. Built: rank 0 and kSampleRanks others
-  // spread over the ring (both neighbours of rank 0 among them); if each is rank 0's turned,
-  // every rank is taken as rank 0's turned, with the largest byte counts seen. Otherwise
-  // (false) every rank is built.
+  // A ring's 2(n-1) steps on each of 16k ranks are too many to build (a billion
+  // operations), and a hierarchical schedule's 5,886 take most of the budget. Under the
+  // workload's symmetry one representative per class is built; kSampleRanks others spread
+  // over the ranks are built and checked to be their representative's mapped (the
+  // neighbours of rank 0 among them), and the representatives keep the largest byte counts
+  // seen. If the claim holds, every other rank is derived; otherwise (false) every rank is
+  // built.
   bool fromSample(algo::Schedule& sched) {
     constexpr int kSampleRanks = 64;
-    const int n = w_.nranks;
-    if (n <= 2 * kSampleRanks) return false;
-    RankRuns base, other;
-    w_.build(0, &sched);
-    if (compress(0, sched, &base) != snclSuccess) return false;
+    const Workload::Symmetry sym = w_.symmetry;
+    const int n = w_.nranks, block = sym.block;
+    if (block < 1 || n % block || (!sym.rotate && !sym.translate)) return false;
+    std::vector<int> reps;
+    for (int r = 0; r < n; ++r)
+      if (representative(r) == r) reps.push_back(r);
+    if (size_t(n) - reps.size() <= 2 * size_t(kSampleRanks)) return false;
+    for (int r : reps) {
+      w_.build(r, &sched);
+      if (compress(r, sched, &ranks_[r]) != snclSuccess) return reset();
+    }
+    RankRuns other;
     for (int i = 0; i < kSampleRanks; ++i) {
       const int r = i < 2 ? (i == 0 ? 1 : n - 1) : int(1 + int64_t(i) * (n - 2) / kSampleRanks);
+      if (representative(r) == r) continue;
+      RankRuns& base = ranks_[representative(r)];
       other = RankRuns{};
       w_.build(r, &sched);
       if (compress(r, sched, &other) != snclSuccess || other.runs.size() != base.runs.size() ||
           other.ops.size() != base.ops.size())
-        return false;
+        return reset();
       for (size_t j = 0; j < base.runs.size(); ++j)
         if (other.runs[j].level != base.runs[j].level || other.runs[j].length != base.runs[j].length ||
             other.runs[j].opBegin != base.runs[j].opBegin)
-          return false;
+          return reset();
       for (size_t k = 0; k < base.ops.size(); ++k) {
         ROp& b = base.ops[k];
         const ROp& o = other.ops[k];
         if (b.kind != o.kind || !sameCount(b.bytes, o.bytes) || (b.peer < 0) != (o.peer < 0) ||
-            (b.peer >= 0 && (b.peer + r) % n != o.peer))
-          return false;
+            (b.peer >= 0 && mapPeer(r, b.peer) != o.peer))
+          return reset();
         b.bytes = std::max(b.bytes, o.bytes);
       }
     }
     for (int r = 0; r < n; ++r) {
-      ranks_[r].runs = base.runs;
-      ranks_[r].ops = base.ops;
+      const int rep = representative(r);
+      if (rep == r) continue;
+      ranks_[r].runs = ranks_[rep].runs;
+      ranks_[r].ops = ranks_[rep].ops;
       for (ROp& op : ranks_[r].ops)
-        if (op.peer >= 0) op.peer = int32_t((op.peer + r) % n);
+        if (op.peer >= 0) op.peer = mapPeer(r, op.peer);
     }
     return true;
+  }
+
+  // The rank whose schedule rank r's is derived from under the workload's symmetry.
+  int representative(int r) const {
+    const int block = w_.symmetry.block;
+    if (w_.symmetry.rotate && w_.symmetry.translate) return 0;
+    return w_.symmetry.rotate ? r - r % block : r % block;
+  }
+
+  // Peer p of rank r's representative, as rank r's peer.
+  int32_t mapPeer(int r, int32_t p) const {
+    const int block = w_.symmetry.block, blocks = w_.nranks / block;
+    const int b = r / block, i = r % block;
+    int64_t peerBlock = p / block, peerIndex = p % block;
+    if (w_.symmetry.rotate) peerIndex = (peerIndex + i) % block;
+    if (w_.symmetry.translate) peerBlock = (peerBlock + b) % blocks;
+    return int32_t(peerBlock * block + peerIndex);
+  }
+
+  // Forgets what fromSample built: every rank gets built.
+  bool reset() {
+    for (RankRuns& rr : ranks_) rr = RankRuns{};
+    return false;
   }
 
   Result compress(int r, const algo::Schedule& sc, RankRuns* target) {
@@ -227,6 +269,7 @@ class Aggregated {
       }
     }
     out_->steps = std::max<uint64_t>(out_->steps, sc.numSteps());
+    ++out_->built;
     rr.runs.shrink_to_fit();
     rr.ops.shrink_to_fit();
     return snclSuccess;
@@ -273,38 +316,67 @@ class Aggregated {
     return fail(snclInvalidArgument, "simulator: schedules do not line up on one step clock (use the exact engine)");
   }
 
+  struct ShapeOp {
+    algo::OpKind kind;
+    int32_t peer;
+    uint64_t bytes;
+  };
+  // A simulated step and its result.
+  struct Shape {
+    bool valid = false;
+    uint64_t hash = 0;
+    std::vector<int32_t> ranks;     // active ranks, ascending
+    std::vector<uint32_t> opStart;  // per rank of ranks: its first operation in ops
+    std::vector<ShapeOp> ops;
+    double stepUs = 0;
+    Critical crit;
+    std::vector<double> classBytes;  // carried per network class in one step
+    uint64_t messages = 0;
+  };
+
   struct StepFlow {
     int src, dst;
     uint64_t bytes;
     const Path* path;
-    double arrival = 0, rate = 0;
+    double left = 0, arrival = 0, rate = 0;  // last byte left the sender; arrived
     uint32_t bottleneck = UINT32_MAX;
   };
 
   Result sweep() {
-    // Run starts and ends by level; a rank has at most one run active at a time.
+    // Run starts and ends bucketed by level, the ends of a level before its starts (bucket
+    // 2 x level + 1), so a rank's next run replaces its last; a rank has at most one run
+    // active at a time.
     struct Edge {
-      uint64_t level;
       int rank;
       int32_t run;  // -1: the rank's run ends here
     };
-    std::vector<Edge> edges;
-    for (int r = 0; r < w_.nranks; ++r)
-      for (uint32_t j = 0; j < ranks_[r].runs.size(); ++j) {
-        const Run& run = ranks_[r].runs[j];
-        edges.push_back({run.level + run.length, r, -1});
-        edges.push_back({run.level, r, int32_t(j)});
-      }
-    // Ends before starts at one level, so a rank's next run replaces its last.
-    std::sort(edges.begin(), edges.end(),
-              [](const Edge& a, const Edge& b) { return a.level != b.level ? a.level < b.level : a.run < b.run; });
+    uint64_t levels = 0;
+    for (const RankRuns& rr : ranks_)
+      if (!rr.runs.empty()) levels = std::max(levels, rr.runs.back().level + rr.runs.back().length);
+    std::vector<uint32_t> bucketStart(2 * (levels + 1) + 1, 0);
+    for (const RankRuns& rr : ranks_)
+      for (const Run& run : rr.runs) ++bucketStart[2 * run.level + 2], ++bucketStart[2 * (run.level + run.length) + 1];
+    for (size_t b = 1; b < bucketStart.size(); ++b) bucketStart[b] += bucketStart[b - 1];
+    std::vector<Edge> edges(bucketStart.back());
+    {
+      std::vector<uint32_t> fill(bucketStart.begin(), bucketStart.end() - 1);
+      for (int r = 0; r < w_.nranks; ++r)
+        for (uint32_t j = 0; j < ranks_[r].runs.size(); ++j) {
+          const Run& run = ranks_[r].runs[j];
+          edges[fill[2 * (run.level + run.length)]++] = {r, -1};
+          edges[fill[2 * run.level + 1]++] = {r, int32_t(j)};
+        }
+    }
+    std::vector<uint64_t> marked;  // levels where some run starts or ends
+    for (uint64_t level = 0; level <= levels; ++level)
+      if (bucketStart[2 * level] != bucketStart[2 * level + 2]) marked.push_back(level);
     std::vector<int32_t> current(w_.nranks, -1);
     std::vector<int> active;
     out_->classBytes.assign(net_.classCount(), 0.0);
     double worst = -1;
-    for (size_t i = 0; i < edges.size();) {
-      const uint64_t level = edges[i].level;
-      for (; i < edges.size() && edges[i].level == level; ++i) {
+    for (size_t m = 0; m < marked.size(); ++m) {
+      const uint64_t level = marked[m];
+      for (uint32_t i = bucketStart[2 * level]; i < bucketStart[2 * level + 2]; ++i) {
         const Edge& e = edges[i];
         if (e.run < 0) {
           if (pos_[e.rank] < 0) continue;
@@ -319,28 +391,70 @@ class Aggregated {
           if (pos_[e.rank] < 0) pos_[e.rank] = int32_t(active.size()), active.push_back(e.rank);
         }
       }
-      if (i == edges.size() || active.empty()) continue;
-      const uint64_t length = edges[i].level - level;
-      Critical crit;
-      double stepUs = 0;
-      SNCL_CHECK(step(active, current, length, &stepUs, &crit));
+      if (m + 1 == marked.size() || active.empty()) continue;
+      const uint64_t length = marked[m + 1] - level;
+      const Shape* shape = remembered(current);
+      if (!shape) {
+        Shape& fresh = shapes_[nextShape_];
+        nextShape_ = (nextShape_ + 1) % kRememberedShapes;
+        std::swap(fresh, probe_);
+        fresh.classBytes.assign(net_.classCount(), 0.0);
+        SNCL_CHECK(step(active, current, &fresh));
+        fresh.valid = true;
+        ++out_->segments;
+        net_.trim(o_.maxCachedHops);
+        shape = &fresh;
+      }
+      const double stepUs = shape->stepUs;
       out_->timeUs += stepUs * double(length);
-      ++out_->segments;
+      out_->messages += shape->messages * length;
+      for (size_t c = 0; c < shape->classBytes.size(); ++c) out_->classBytes[c] += shape->classBytes[c] * double(length);
       if (stepUs * double(length) > worst) {
         worst = stepUs * double(length);
-        crit.step = level;
-        crit.repeats = length;
-        crit.stepUs = stepUs;
-        out_->critical = crit;
+        out_->critical = shape->crit;
+        out_->critical.step = level;
+        out_->critical.repeats = length;
+        out_->critical.stepUs = stepUs;
       }
-      net_.trim(o_.maxCachedHops);
     }
     return snclSuccess;
   }
 
-  // One step of the active runs: its duration, and what bounded it.
-  Result step(const std::vector<int>& active, const std::vector<int32_t>& current, uint64_t length, double* stepUs,
-              Critical* crit) {
+  // Fills probe_ with the active ranks' step shape and returns the remembered shape equal
+  // to it, or nullptr (probe_ then holds the shape to simulate).
+  const Shape* remembered(const std::vector<int32_t>& current) {
+    Shape& p = probe_;
+    p.ranks.clear();  // ascending: pos_ marks the active ranks
+    for (int r = 0; r < w_.nranks; ++r)
+      if (pos_[r] >= 0) p.ranks.push_back(r);
+    p.opStart.clear();
+    p.ops.clear();
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over ranks, kinds and peers
+    const auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+    for (int r : p.ranks) {
+      const Run& run = ranks_[r].runs[current[r]];
+      p.opStart.push_back(uint32_t(p.ops.size()));
+      mix(uint64_t(r));
+      for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
+        const ROp& op = ranks_[r].ops[i];
+        p.ops.push_back({op.kind, op.peer, op.bytes});
+        mix(uint64_t(op.kind) << 32 | uint32_t(op.peer));
+      }
+    }
+    p.hash = hash;
+    for (const Shape& s : shapes_) {
+      if (!s.valid || s.hash != p.hash || s.ranks != p.ranks || s.opStart != p.opStart || s.ops.size() != p.ops.size())
+        continue;
+      bool same = true;
+      for (size_t k = 0; same && k < p.ops.size(); ++k)
+        same = s.ops[k].kind == p.ops[k].kind && s.ops[k].peer == p.ops[k].peer && sameCount(s.ops[k].bytes, p.ops[k].bytes);
+      if (same) return &s;
+    }
+    return nullptr;
+  }
+
+  // One step of the active runs: its duration, what bounded it, bytes per class, messages.
+  Result step(const std::vector<int>& active, const std::vector<int32_t>& current, Shape* shape) {
     // Flows in rank order; a rank's sends are its flows in op order, its receives are found
     // in its inbox (flows by destination): the k-th receive from a peer in a step is the
     // k-th message of that pair (posting order).
@@ -349,17 +463,15 @@ class Aggregated {
       const Run& run = ranks_[r].runs[current[r]];
       firstFlow_[r] = uint32_t(flows_.size());
       for (uint32_t i = run.opBegin; i < run.opEnd; ++i) {
-        ROp& op = ranks_[r].ops[i];
+        const ROp& op = ranks_[r].ops[i];
         if (op.kind != algo::OpKind::Send) continue;
-        if (op.pathGen != net_.generation() || !op.path) {
-          SNCL_CHECK(net_.path(r, op.peer, &op.path));
-          op.pathGen = net_.generation();
-        }
-        flows_.push_back({r, op.peer, op.bytes, op.path});
-        for (auto [ch, f] : op.path->hops) out_->classBytes[net_.classOf(ch)] += double(op.bytes) * f * double(length);
+        const Path* path = nullptr;  // valid until the network's next trim
+        SNCL_CHECK(net_.path(r, op.peer, &path));
+        flows_.push_back({r, op.peer, op.bytes, path});
+        for (auto [ch, f] : path->hops) shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f;
       }
     }
-    out_->messages += flows_.size() * length;
+    shape->messages = flows_.size();
     fluid();
     for (int r : active) inCount_[r] = 0;
     for (const StepFlow& f : flows_) ++inCount_[f.dst];
@@ -372,6 +484,7 @@ class Aggregated {
       inbox_[inFirst_[d] + inCount_[d]++] = i;
     }
     const double memBytesPerUs = o_.memGBs * kBytesPerUsPerGBs;
+    double* stepUs = &shape->stepUs;
     *stepUs = 0;
     int slowRank = -1;
     uint32_t slowFlow = UINT32_MAX;
@@ -405,7 +518,7 @@ class Aggregated {
                         run.level);
         }
         if (send) {
-          if (flows_[flow].arrival > end) end = flows_[flow].arrival, last = flow, lastSending = true;
+          if (flows_[flow].left > end) end = flows_[flow].left, last = flow, lastSending = true;
         } else {
           recvs_.push_back({flows_[flow].arrival, flow, op.kind == algo::OpKind::RecvReduce});
         }
@@ -419,6 +532,7 @@ class Aggregated {
       if (cpu > end) end = cpu, last = UINT32_MAX;
       if (end > *stepUs) *stepUs = end, slowRank = r, slowFlow = last, slowSending = lastSending;
     }
+    Critical* crit = &shape->crit;
     *crit = Critical{};
     crit->rank = slowRank;
     if (slowFlow != UINT32_MAX) {
@@ -457,6 +571,7 @@ class Aggregated {
           live[keep++] = f;
           continue;
         }
+        flows_[f].left = now;
         flows_[f].arrival = now + flows_[f].path->latencyUs;
       }
       live.resize(keep);
@@ -475,6 +590,9 @@ class Aggregated {
   FairShare fs_;
   SimResult* out_;
   std::vector<RankRuns> ranks_;
+  std::vector<Shape> shapes_ = std::vector<Shape>(kRememberedShapes);
+  size_t nextShape_ = 0;
+  Shape probe_;
   std::vector<StepFlow> flows_;
   // Per rank (indexed by rank, valid for active ranks): first own flow, inbox range.
   std::vector<uint32_t> firstFlow_, inFirst_, inCount_, inbox_;

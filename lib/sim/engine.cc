@@ -30,7 +30,7 @@ struct Flow {
   bool started = false, arrived = false, recvPosted = false, reduce = false;
 };
 
-enum class EvKind : uint8_t { Arrival, RecvReady, ReduceDone, LocalDone };
+enum class EvKind : uint8_t { Sent, Arrival, RecvReady, ReduceDone, LocalDone };
 struct Event {
   double t;
   uint64_t seq;  // ties in posting order, so runs are reproducible
@@ -65,6 +65,7 @@ class Exact {
         return fail(snclInvalidArgument, "simulator: more than {} operations for the exact engine; use the aggregated one",
                     o_.maxExactOps);
       out_->steps = std::max<uint64_t>(out_->steps, sched_[r].numSteps());
+      ++out_->built;
     }
     out_->classBytes.assign(net_.classCount(), 0.0);
     for (int r = 0; r < n; ++r) SNCL_CHECK(beginStep(r));
@@ -112,6 +113,9 @@ class Exact {
             active_[keep++] = f;
             continue;
           }
+          // The send completes as its last byte leaves (the bus ends the sender's hold
+          // there); the receive sees it one route latency later.
+          push(now_, EvKind::Sent, f);
           push(now_ + fl.path->latencyUs, EvKind::Arrival, f);
           dirty_ = true;
         }
@@ -129,8 +133,8 @@ class Exact {
     if (e.kind == EvKind::LocalDone) return opDone(int(e.id), UINT32_MAX, false);
     if (e.kind == EvKind::ReduceDone) return opDone(flows_[e.id].dst, e.id, false);
     if (e.kind == EvKind::RecvReady) return recvDone(e.id);
+    if (e.kind == EvKind::Sent) return opDone(flows_[e.id].src, e.id, true);
     flows_[e.id].arrived = true;
-    SNCL_CHECK(opDone(flows_[e.id].src, e.id, true));
     return flows_[e.id].recvPosted ? recvDone(e.id) : snclSuccess;
   }
 
@@ -210,7 +214,7 @@ class Exact {
 
   // A send of up to eagerBytes is eager (the transport buffers it): its flow starts when it
   // is posted. A longer one streams through the transport's buffer, so its flow starts
-  // once the matching receive is posted too. A send completes when its message arrived; a
+  // once the matching receive is posted too. A send completes when its last byte left; a
   // receive when its message arrived and it is posted (matched in posting order per pair).
   Result post(int r, const algo::Op& op) {
     const size_t bytes = opBytes(op, w_.elemSize);

@@ -7,7 +7,7 @@
 //   else once the matching receive is posted too; it moves at its max-min fair rate
 //   (flows.h) and arrives the route's latency after its last byte left;
 // - a rank starts step k+1 when all of step k's operations completed (the executor's
-//   rule): a send when its message arrived, a receive when its message arrived and it was
+//   rule): a send when its last byte left (the route's latency before it arrives), a receive when its message arrived and it was
 //   posted (matched in posting order per pair, as the transports do), a RecvReduce after
 //   the rank also reduced it, local Copy/Reduce operations when the rank did them at step
 //   start.
@@ -37,10 +37,19 @@ struct Workload {
   int nranks = 0;
   size_t elemSize = 1;  // bytes per element of Input/Output/Scratch ops (user buffers: bytes)
   ScheduleBuilder build;
-  // Every rank's schedule is rank 0's with peers shifted by the rank (mod nranks), byte
-  // counts equal within the aggregated engine's tolerance: a ring. The aggregated engine
-  // then builds a sample of ranks, checks that claim on them, and derives the others.
-  bool rotationSymmetric = false;
+  // How ranks' schedules repeat, claimed by the workload: the aggregated engine builds one
+  // representative per class, checks the claim on a sample of the other ranks and derives
+  // them (byte counts equal within its tolerance). Ranks form blocks of `block` consecutive
+  // ranks; rank r = b x block + i.
+  //  - rotate: rank r's schedule is rank b x block's with every peer's index within its
+  //    block turned by i (a ring inside each block);
+  //  - translate: rank r's schedule is rank i's with every peer's block moved by b, mod
+  //    the blocks (a ring of blocks; with block 1, a ring of ranks);
+  //  - both: every rank's is rank 0's, mapped both ways.
+  struct Symmetry {
+    int block = 0;  // 0: no claim
+    bool rotate = false, translate = false;
+  } symmetry;
 };
 
 struct SimOptions {
@@ -77,6 +86,7 @@ struct SimResult {
   uint64_t messages = 0;  // messages simulated (aggregated: counting each repeat)
   uint64_t steps = 0;     // longest rank's step count (aggregated: lockstep levels)
   uint64_t segments = 0;  // aggregated: distinct step shapes simulated
+  uint64_t built = 0;     // schedules built (aggregated: the others derived by symmetry)
 };
 
 // Bytes an operation moves or touches.

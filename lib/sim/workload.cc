@@ -30,6 +30,24 @@ bool matches(const Planner& p, const Plan& plan, const std::string& name) {
   return name == algorithmName(plan.algorithm) || name == p.describe(plan);
 }
 
+// Rings inside blocks of consecutive ranks are the same on every member turned by its
+// index; with one level and a ring across, the blocks are a ring too. Other shapes claim
+// nothing (the engine builds every rank).
+Workload::Symmetry hierSymmetry(const algo::HierarchicalSpec& hs, int nranks) {
+  const std::vector<int>& finest = hs.groupOf[0];
+  int block = 1;
+  while (block < nranks && finest[block] == finest[0]) ++block;
+  if (nranks % block) return {};
+  for (int r = 0; r < nranks; ++r)
+    if (finest[r] != finest[r - r % block]) return {};
+  for (int r = block; r < nranks; r += block)
+    if (finest[r] == finest[r - block]) return {};
+  const bool rotate = hs.inner == algo::GroupAlgo::Ring;
+  const bool translate = hs.groupOf.size() == 1 && hs.outer == algo::FlatAllReduce::Ring;
+  if (!rotate && !translate) return {};
+  return {block, rotate, translate};
+}
+
 }  // namespace
 
 Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, Planned* out) {
@@ -102,7 +120,7 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
   out->workload.nranks = nranks;
   out->workload.elemSize = elem;
   // Ring schedules: every rank sends to rank+1 and receives from rank-1 (algorithms/ring.h).
-  out->workload.rotationSymmetric = plan.algorithm == Algorithm::Ring;
+  if (plan.algorithm == Algorithm::Ring) out->workload.symmetry = {1, false, true};
   const size_t chunkCount = std::max<size_t>(1, plan.chunkBytes / elem);
   if (coll == CollType::AllReduce) {
     // The builders Planner::build calls, with the plan's parameters: a Planner per rank
@@ -119,8 +137,11 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
         break;
       case Algorithm::Hierarchical: {
         const algo::HierarchicalSpec hs{chooser.hierarchies()[plan.hierarchy].groupOf, plan.inner, plan.outer};
+        out->workload.symmetry = hierSymmetry(hs, nranks);
+        // The phases once for all ranks (per rank they cost O(nranks) each).
+        auto layout = std::make_shared<const algo::HierLayout>(algo::HierarchicalAllReduce::layout(nranks, hs.groupOf, count));
         out->workload.build = [=](int r, algo::Schedule* s) {
-          algo::HierarchicalAllReduce::build(r, nranks, hs, count, chunkCount, s);
+          algo::HierarchicalAllReduce::build(r, nranks, hs, *layout, chunkCount, s);
         };
         break;
       }
