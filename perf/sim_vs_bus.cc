@@ -60,7 +60,7 @@ struct Cell {
   const char* algorithm;
   std::string variant;  // what the planner ran for that algorithm, or why nothing ran
   size_t bytes = 0;
-  double busUs = 0, simUs = 0;
+  double busUs = 0, busWorstUs = 0, simUs = 0;
   bool ran = false;
 };
 
@@ -139,14 +139,14 @@ void onEveryRank(int n, const std::function<void(int)>& body) {
 // 136 x 251) and a block landing at the wrong offset shows.
 float inputOf(int rank, size_t i) { return float((rank + 1) * (1 + int(i % 251))); }
 
-// Modeled All-Reduce time on the bus, best of o.reps: per repetition the span from the last
-// rank's entry to the last rank's exit (snclBusLastCallSpanUs), every result checked.
+// Modeled All-Reduce time on the bus, best and worst of o.reps: per repetition the span from
+// the last rank's entry to the last rank's exit (snclBusLastCallSpanUs), every result checked.
 bool busUs(const Options& o, std::vector<snclComm_t>& comms, std::vector<std::vector<float>>& bufs, size_t bytes,
-           double* us) {
+           double* us, double* worstUs) {
   const int n = int(comms.size());
   const size_t count = bytes / sizeof(float);
   const double sumOfRanks = double(n) * double(n + 1) / 2;
-  *us = 0;
+  *us = *worstUs = 0;
   for (int rep = 0; rep < o.reps; ++rep) {
     std::vector<double> start(n), end(n);
     std::vector<size_t> wrong(n, 0);
@@ -172,6 +172,7 @@ bool busUs(const Options& o, std::vector<snclComm_t>& comms, std::vector<std::ve
     }
     const double span = *std::max_element(end.begin(), end.end()) - *std::max_element(start.begin(), start.end());
     *us = rep == 0 ? span : std::min(*us, span);
+    *worstUs = std::max(*worstUs, span);
   }
   return true;
 }
@@ -180,8 +181,10 @@ bool within(const Cell& c) { return std::fabs(c.simUs / c.busUs - 1) <= kToleran
 
 void printRow(const Cell& c) {
   printf("  %-22s %-7s %-26s %9zu", c.topology, c.algorithm, c.variant.c_str(), c.bytes);
-  if (!c.ran) printf(" %11s %11s %8s\n", "-", "-", "-");
-  else printf(" %11.2f %11.2f %8.3f%s\n", c.busUs, c.simUs, c.simUs / c.busUs, within(c) ? "" : "  <- outside");
+  if (!c.ran) printf(" %11s %7s %11s %8s\n", "-", "-", "-", "-");
+  else
+    printf(" %11.2f %6.1f%% %11.2f %8.3f%s\n", c.busUs, 100 * (c.busWorstUs / c.busUs - 1), c.simUs, c.simUs / c.busUs,
+           within(c) ? "" : "  <- outside");
 }
 
 // Every algorithm and size of one topology: the bus first (one comm per algorithm), then
@@ -201,7 +204,7 @@ bool runTopology(const Options& o, const Topology& t, std::vector<Cell>* cells) 
       if (c.variant.empty()) {
         c.variant = "not a candidate";
       } else {
-        if (!(fine = busUs(o, comms, bufs, bytes, &c.busUs) && simulateUs(o, t, c.variant, bytes, &c.simUs))) break;
+        if (!(fine = busUs(o, comms, bufs, bytes, &c.busUs, &c.busWorstUs) && simulateUs(o, t, c.variant, bytes, &c.simUs))) break;
         c.ran = true;
       }
       printRow(c);
@@ -265,7 +268,9 @@ int main(int argc, char** argv) {
   const char* scale = getenv("SNCL_BUS_TIMESCALE");
   printf("sim_vs_bus: All-Reduce float32 sum, bus modeled time (best of %d, timescale %s) vs sncl-sim --engine exact\n",
          o.reps, scale);
-  printf("  %-22s %-7s %-26s %9s %11s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "sim us", "sim/bus");
+  // spread: the bus's worst repetition over its best.
+  printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread", "sim us",
+         "sim/bus");
   std::vector<Cell> cells;
   for (const Topology& t : kTopologies) {
     if (o.only && !strstr(t.name, o.only)) continue;
