@@ -8,6 +8,7 @@
 //
 // DIR defaults: ./topologies (run from the source tree) and the tools folder of this
 // build (found from this executable). --only keeps the topologies whose name contains TEXT.
+// SNCL_BUS_TIMESCALE, when set, applies to every cell (else 10000 up to 1 MiB, 1000 above).
 // Public headers only; the simulator is reached by running its tool.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +45,12 @@ const Topology kTopologies[] = {
 const char* const kAlgorithms[] = {"ring", "direct", "tree", "hd", "hier"};
 const size_t kSizes[] = {size_t(64) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20};
 constexpr double kTolerance = 0.10;
-const char* const kTimescale = "1000";  // SNCL_BUS_TIMESCALE unless set
+// SNCL_BUS_TIMESCALE unless set. A rank's modeled clock starts at its entry in wall time,
+// and ranks book link time in wall-clock order: on a loaded machine, scheduling delays
+// divided by the timescale enter the model. At the default 100 repetitions of tree and
+// halving-doubling at 16 and 64 MiB differed by up to 40%, at 1000 by under 4%; calls of
+// 5-30 us (64 KiB, 1 MiB) still moved by 3-20% at 1000 and need 10000.
+const char* timescaleFor(size_t bytes) { return bytes <= (size_t(1) << 20) ? "10000" : "1000"; }
 // Every tool run ends within this; a hung one is killed by timeout(1).
 constexpr int kToolDeadlineS = 300;
 
@@ -53,6 +59,7 @@ struct Options {
   std::string tools;
   const char* only = nullptr;
   int reps = 3;
+  bool userTimescale = false;  // SNCL_BUS_TIMESCALE set: every cell runs at it
 };
 
 struct Cell {
@@ -187,32 +194,37 @@ void printRow(const Cell& c) {
            within(c) ? "" : "  <- outside");
 }
 
-// Every algorithm and size of one topology: the bus first (one comm per algorithm), then
-// the simulator on each cell the bus ran.
+// One cell on the bus, on a comm of its own (the timescale is read at init).
+bool busCell(const Options& o, const Topology& t, std::vector<std::vector<float>>& bufs, Cell* c) {
+  if (!o.userTimescale) setenv("SNCL_BUS_TIMESCALE", timescaleFor(c->bytes), 1);
+  std::vector<snclComm_t> comms(t.nranks);
+  if (!ok(snclCommInitAll(comms.data(), t.nranks, nullptr), nullptr, "snclCommInitAll")) return false;
+  bool fine = busUs(o, comms, bufs, c->bytes, &c->busUs, &c->busWorstUs);
+  for (snclComm_t comm : comms) fine &= ok(snclCommDestroy(comm), nullptr, "snclCommDestroy");
+  return fine;
+}
+
+// Every algorithm and size of one topology: the bus, then the simulator on the variant the
+// bus ran.
 bool runTopology(const Options& o, const Topology& t, std::vector<Cell>* cells) {
   if (t.busFile) setenv("SNCL_TOPO_FILE", (o.topologies + "/" + t.busFile).c_str(), 1);
   else unsetenv("SNCL_TOPO_FILE");
   std::vector<std::vector<float>> bufs(t.nranks, std::vector<float>(kSizes[std::size(kSizes) - 1] / sizeof(float)));
   for (const char* algo : kAlgorithms) {
     setenv("SNCL_ALGO", (std::string("allreduce:") + algo).c_str(), 1);
-    std::vector<snclComm_t> comms(t.nranks);
-    if (!ok(snclCommInitAll(comms.data(), t.nranks, nullptr), nullptr, "snclCommInitAll")) return false;
-    bool fine = true;
     for (size_t bytes : kSizes) {
       Cell c{t.name, algo, "", bytes};
-      if (!(fine = plannedVariant(o, t, algo, bytes, &c.variant))) break;
+      if (!plannedVariant(o, t, algo, bytes, &c.variant)) return false;
       if (c.variant.empty()) {
         c.variant = "not a candidate";
       } else {
-        if (!(fine = busUs(o, comms, bufs, bytes, &c.busUs, &c.busWorstUs) && simulateUs(o, t, c.variant, bytes, &c.simUs))) break;
+        if (!busCell(o, t, bufs, &c) || !simulateUs(o, t, c.variant, bytes, &c.simUs)) return false;
         c.ran = true;
       }
       printRow(c);
       fflush(stdout);
       cells->push_back(c);
     }
-    for (snclComm_t comm : comms) fine &= ok(snclCommDestroy(comm), nullptr, "snclCommDestroy");
-    if (!fine) return false;
   }
   return true;
 }
@@ -260,14 +272,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   setenv("SNCL_TRANSPORT", "bus", 1);
-  // A rank's modeled clock starts at its entry in wall time, and ranks book link time in
-  // wall-clock order: on a loaded machine, scheduling delays divided by the timescale enter
-  // the model. At the default 100 repetitions here differed by up to 40% (tree and
-  // halving-doubling at 16 and 64 MiB); at 1000 by under 2%.
-  setenv("SNCL_BUS_TIMESCALE", kTimescale, 0);
   const char* scale = getenv("SNCL_BUS_TIMESCALE");
+  o.userTimescale = scale != nullptr;
   printf("sim_vs_bus: All-Reduce float32 sum, bus modeled time (best of %d, timescale %s) vs sncl-sim --engine exact\n",
-         o.reps, scale);
+         o.reps, scale ? scale : "10000 up to 1 MiB, 1000 above");
   // spread: the bus's worst repetition over its best.
   printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread", "sim us",
          "sim/bus");
