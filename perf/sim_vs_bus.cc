@@ -48,8 +48,8 @@ constexpr double kTolerance = 0.10;
 // SNCL_BUS_TIMESCALE unless set. A rank's modeled clock starts at its entry in wall time,
 // and ranks book link time in wall-clock order: on a loaded machine, scheduling delays
 // divided by the timescale enter the model. At the default 100 repetitions of tree and
-// halving-doubling at 16 and 64 MiB differed by up to 40%, at 1000 by under 4%; calls of
-// 5-30 us (64 KiB, 1 MiB) still moved by 3-20% at 1000 and need 10000.
+// halving-doubling at 16 and 64 MiB differed by up to 40%, at 1000 by under 5%; calls of
+// 5-30 us (64 KiB, 1 MiB) still came out up to 16% short at 1000, not at 10000.
 const char* timescaleFor(size_t bytes) { return bytes <= (size_t(1) << 20) ? "10000" : "1000"; }
 // Every tool run ends within this; a hung one is killed by timeout(1).
 constexpr int kToolDeadlineS = 300;
@@ -178,6 +178,10 @@ bool busUs(const Options& o, std::vector<snclComm_t>& comms, std::vector<std::ve
       }
     }
     const double span = *std::max_element(end.begin(), end.end()) - *std::max_element(start.begin(), start.end());
+    if (!(span > 0)) {
+      fprintf(stderr, "sim_vs_bus: the bus reported no modeled time for %zu B (span %.3f us)\n", bytes, span);
+      return false;
+    }
     *us = rep == 0 ? span : std::min(*us, span);
     *worstUs = std::max(*worstUs, span);
   }
@@ -188,10 +192,12 @@ bool within(const Cell& c) { return std::fabs(c.simUs / c.busUs - 1) <= kToleran
 
 void printRow(const Cell& c) {
   printf("  %-22s %-7s %-26s %9zu", c.topology, c.algorithm, c.variant.c_str(), c.bytes);
-  if (!c.ran) printf(" %11s %7s %11s %8s\n", "-", "-", "-", "-");
-  else
-    printf(" %11.2f %6.1f%% %11.2f %8.3f%s\n", c.busUs, 100 * (c.busWorstUs / c.busUs - 1), c.simUs, c.simUs / c.busUs,
-           within(c) ? "" : "  <- outside");
+  if (!c.ran) {
+    printf(" %11s %7s %11s %8s\n", "-", "-", "-", "-");
+    return;
+  }
+  printf(" %11.2f %6.1f%% %11.2f %8.3f%s\n", c.busUs, 100 * (c.busWorstUs / c.busUs - 1), c.simUs, c.simUs / c.busUs,
+         within(c) ? "" : "  <- outside");
 }
 
 // One cell on the bus, on a comm of its own (the timescale is read at init).
@@ -234,7 +240,7 @@ std::string toolsNextToThisBinary() {
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len <= 0) return "tools";
   std::string path(exe, size_t(len));
-  path = path.substr(0, path.rfind('/'));     // build/perf
+  path = path.substr(0, path.rfind('/'));             // build/perf
   return path.substr(0, path.rfind('/')) + "/tools";  // build/tools
 }
 
@@ -274,7 +280,8 @@ int main(int argc, char** argv) {
   setenv("SNCL_TRANSPORT", "bus", 1);
   const char* scale = getenv("SNCL_BUS_TIMESCALE");
   o.userTimescale = scale != nullptr;
-  printf("sim_vs_bus: All-Reduce float32 sum, bus modeled time (best of %d, timescale %s) vs sncl-sim --engine exact\n",
+  printf("sim_vs_bus: All-Reduce float32 sum, bus modeled time (best of %d, timescale %s)"
+         " vs sncl-sim --engine exact\n",
          o.reps, scale ? scale : "10000 up to 1 MiB, 1000 above");
   // spread: the bus's worst repetition over its best.
   printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread", "sim us",
