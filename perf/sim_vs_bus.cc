@@ -284,8 +284,13 @@ int main(int argc, char** argv) {
          " vs sncl-sim --engine exact\n",
          o.reps, scale ? scale : "10000 up to 1 MiB, 1000 above");
   // spread: the bus's worst repetition over its best.
-  printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread", "sim us",
-         "sim/bus");
+  printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread",
+         "sim us", "sim/bus");
+  if (o.only && std::none_of(std::begin(kTopologies), std::end(kTopologies),
+                             [&](const Topology& t) { return strstr(t.name, o.only) != nullptr; })) {
+    fprintf(stderr, "sim_vs_bus: no topology's name contains '%s'\n", o.only);
+    return 2;
+  }
   std::vector<Cell> cells;
   for (const Topology& t : kTopologies) {
     if (o.only && !strstr(t.name, o.only)) continue;
