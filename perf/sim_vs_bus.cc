@@ -277,6 +277,11 @@ int main(int argc, char** argv) {
               o.topologies.c_str(), t.simFile);
       return 2;
     }
+  if (o.only && std::none_of(std::begin(kTopologies), std::end(kTopologies),
+                             [&](const Topology& t) { return strstr(t.name, o.only) != nullptr; })) {
+    fprintf(stderr, "sim_vs_bus: no topology's name contains '%s'\n", o.only);
+    return 2;
+  }
   setenv("SNCL_TRANSPORT", "bus", 1);
   const char* scale = getenv("SNCL_BUS_TIMESCALE");
   o.userTimescale = scale != nullptr;
@@ -286,11 +291,6 @@ int main(int argc, char** argv) {
   // spread: the bus's worst repetition over its best.
   printf("  %-22s %-7s %-26s %9s %11s %7s %11s %8s\n", "topology", "algo", "ran as", "bytes", "bus us", "spread",
          "sim us", "sim/bus");
-  if (o.only && std::none_of(std::begin(kTopologies), std::end(kTopologies),
-                             [&](const Topology& t) { return strstr(t.name, o.only) != nullptr; })) {
-    fprintf(stderr, "sim_vs_bus: no topology's name contains '%s'\n", o.only);
-    return 2;
-  }
   std::vector<Cell> cells;
   for (const Topology& t : kTopologies) {
     if (o.only && !strstr(t.name, o.only)) continue;
