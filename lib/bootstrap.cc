@@ -202,6 +202,7 @@ class Root {
     error_ = checkArrivals();
     if (!error_.empty()) {
       log::warn("bootstrap root {}: {}", listener_.name(), error_);
+      answerRootsProcessLast();
       for (Arrival& a : arrivals_) replyError(a.sock);
       arrivals_.clear();
       // With no valid nranks at all there is nobody left to wait for.
@@ -249,6 +250,13 @@ class Root {
     }
   }
 
+  // The root usually runs in rank 0's process (its snclGetUniqueId), and dies with it: a
+  // rank 0 told of an error can return and exit before the others were told, who would
+  // then see only a closed connection. So rank 0 hears last.
+  void answerRootsProcessLast() {
+    std::stable_partition(arrivals_.begin(), arrivals_.end(), [](const Arrival& a) { return a.hello.rank != 0; });
+  }
+
   void replyTable() {
     std::vector<SocketAddress> table(arrivals_.size());
     for (const Arrival& a : arrivals_) table[static_cast<size_t>(a.hello.rank)] = a.hello.listenAddress;
@@ -256,6 +264,7 @@ class Root {
     std::vector<char> message(sizeof(reply) + reply.bytes);
     memcpy(message.data(), &reply, sizeof(reply));
     memcpy(message.data() + sizeof(reply), table.data(), reply.bytes);
+    answerRootsProcessLast();
     for (Arrival& a : arrivals_) {
       Result r = a.sock.sendAll(message.data(), message.size(), deadline_);
       if (r != snclSuccess) log::warn("bootstrap root: could not send the table to rank {}", a.hello.rank);
