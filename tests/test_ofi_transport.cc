@@ -390,3 +390,38 @@ TEST_CASE("ofi: abort fails outstanding requests and wakes a waiter at once", "[
   CHECK(ok[0] == 1);
   CHECK(ok[1] == 1);
 }
+
+// A wait() whose completion-queue read finished the request returns at once: the caller
+// is to see it done, not sleep until the timeout on an fd the provider may leave quiet.
+TEST_CASE("ofi: a wait whose read completes a receive returns without sleeping", "[ofi][wait]") {
+  OfiOptions o;
+  o.provider = "tcp;ofi_rxm";
+  std::vector<double> waited(2, -1);
+  runRanks(2, o, [&](Rank& me) {
+    if (me.setupResult != snclSuccess) return;
+    const Deadline deadline = Deadline::afterMs(kDeadlineMs);
+    std::vector<unsigned char> bytes(64, 7);
+    RequestId id;
+    if (me.rank == 0) {
+      std::vector<RequestId> reqs(1);
+      if (me.transport->isend(1, 1, bytes.data(), bytes.size(), &reqs[0]) != snclSuccess) return;
+      if (waitAll(*me.transport, reqs) != snclSuccess) return;
+      if (me.bootstrap->barrier(deadline) != snclSuccess) return;  // the bytes left
+      waited[0] = 0;
+      return;
+    }
+    Collector c;
+    c.data.resize(bytes.size());
+    if (me.transport->irecv(0, 1, bytes.size(), {Collector::deliver, &c}, &id) != snclSuccess) return;
+    if (me.bootstrap->barrier(deadline) != snclSuccess) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // they are in the socket by now
+    const auto start = Clock::now();
+    me.transport->wait(10'000'000);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    bool done = false;
+    if (me.transport->test(id, &done) == snclSuccess && done && c.next == bytes.size()) waited[1] = seconds;
+  });
+  CHECK(waited[0] == 0);
+  CHECK(waited[1] >= 0);
+  CHECK(waited[1] < 1);
+}

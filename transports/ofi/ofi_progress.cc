@@ -247,12 +247,14 @@ void OfiTransport::postSlots(int peer) {
   }
 }
 
-void OfiTransport::progress() {
+bool OfiTransport::progress() {
   fi_cq_tagged_entry entries[kCqBatch];
+  bool completed = false;
   for (;;) {
     ssize_t n = fi_cq_read(fabric_.cq(), entries, kCqBatch);
     if (n == -FI_EAGAIN) break;
     if (n == -FI_EAVAIL) {
+      completed = true;
       completeWithError();
       continue;
     }
@@ -263,6 +265,7 @@ void OfiTransport::progress() {
           failPeer(p, snclSystemError, fmt::format("ofi: rank {}: reading the completion queue: {}", rank_, why));
       break;
     }
+    completed |= n > 0;
     for (ssize_t i = 0; i < n; ++i)
       complete(static_cast<Op*>(entries[i].op_context), entries[i].len, entries[i].data);
     if (n < kCqBatch) break;
@@ -292,6 +295,7 @@ void OfiTransport::progress() {
     sendReady_[i] = sendReady_.back();
     sendReady_.pop_back();
   }
+  return completed;
 }
 
 OfiTransport::Request* OfiTransport::owner(const Op* op) {

@@ -306,8 +306,10 @@ Result OfiTransport::connectPeers(const std::vector<AddressRecord>& all, const s
 void OfiTransport::wait(int64_t maxMicros) {
   if (aborted_.load(std::memory_order_relaxed)) return;
   // Reading the CQ is what moves the provider's protocols (rendezvous, connections) on
-  // under manual progress: sleep only after a read.
-  if (setupDone_) progress();
+  // under manual progress: sleep only after a read, and not at all when it completed
+  // something, which may be what the caller waits for (a sleep there costs the whole
+  // timeout whenever the provider does not signal the fd).
+  if (setupDone_ && progress()) return;
   pollfd fds[2] = {{abortFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
   nfds_t n = 1;
   if (fabric_.waitFd() >= 0) {

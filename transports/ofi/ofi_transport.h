@@ -39,8 +39,10 @@
 //
 // Progress happens in test() and wait(): both read the completion queue, deliver chunks,
 // repost slots, and post what waited for a slot, a credit or room in the provider's
-// queues. wait() then sleeps on the CQ's file descriptor (FI_WAIT_FD, after fi_trywait)
-// or, for providers without one, on an eventfd with a timeout; abort() writes that eventfd.
+// queues. wait() returns at once when its read found a completion (the caller's request
+// may be done); otherwise it sleeps on the CQ's file descriptor (FI_WAIT_FD, after
+// fi_trywait) or, for providers without one, on an eventfd with a timeout; abort() writes
+// that eventfd.
 //
 // At setup the lower rank of each pair sends a zero-byte hello and the higher one answers
 // once it arrived (both post their receives at once), so that a connection is made once,
@@ -167,7 +169,7 @@ class OfiTransport : public Transport {
   Post postSendChunk(Request& r, uint32_t index);
   void postSlots(int peer);
   Post postResult(ssize_t rc, int peer, const char* what);
-  void progress();
+  bool progress();  // true if it read a completion
   void complete(Op* op, size_t len, uint64_t data);
   void completeWithError();
   void deliver(int peer);
