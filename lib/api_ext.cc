@@ -1,6 +1,6 @@
 // The C extension API (include/sncl/sncl_ext.h): control and observation of the emulated
 // bus, reached through BusControl among the comm's transports.
-#include <cstring>
+#include <cstdio>
 #include <mutex>
 
 #include "lib/api_checks.h"
@@ -83,17 +83,13 @@ SNCL_API snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collectiv
                 sncl::resultName(comm->initResult.load()));
   if (!collective) return fail(snclInvalidArgument, "snclCommExplainPlan: collective is NULL");
   if (!plan || planLen == 0) return fail(snclInvalidArgument, "snclCommExplainPlan: plan is NULL or planLen is 0");
-  using sncl::CollType;
-  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter, CollType::Broadcast,
-                     CollType::Reduce, CollType::AlltoAll, CollType::Gather, CollType::Scatter}) {
-    if (strcmp(collective, sncl::collName(c)) != 0) continue;
-    std::lock_guard<std::mutex> lock(comm->runMutex);  // the planner's cache belongs to the running call
-    const sncl::Plan& chosen = comm->planner->choose(c, bytes);
-    const std::string text = comm->planner->describe(chosen);
-    snprintf(plan, planLen, "%s", text.c_str());
-    if (estimateUs) *estimateUs = comm->planner->estimateUs(c, chosen, bytes);
-    return snclSuccess;
-  }
-  return fail(snclInvalidArgument, "snclCommExplainPlan: unknown collective \"{}\" (allreduce, allgather, "
-              "reducescatter, broadcast, reduce, alltoall, gather or scatter)", collective);
+  sncl::CollType coll;
+  if (!sncl::parseCollName(collective, &coll))
+    return fail(snclInvalidArgument, "snclCommExplainPlan: unknown collective \"{}\" (allreduce, allgather, "
+                "reducescatter, broadcast, reduce, alltoall, gather or scatter)", collective);
+  std::lock_guard<std::mutex> lock(comm->runMutex);  // the planner's cache belongs to the running call
+  const sncl::Plan& chosen = comm->planner->choose(coll, bytes);
+  snprintf(plan, planLen, "%s", comm->planner->describe(chosen).c_str());
+  if (estimateUs) *estimateUs = comm->planner->estimateUs(coll, chosen, bytes);
+  return snclSuccess;
 }

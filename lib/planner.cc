@@ -35,6 +35,15 @@ const char* collName(CollType c) {
   }
 }
 
+bool parseCollName(std::string_view name, CollType* out) {
+  for (size_t c = 0; c < size_t(CollType::kCount); ++c)
+    if (!isPointToPoint(CollType(c)) && name == collName(CollType(c))) {
+      *out = CollType(c);
+      return true;
+    }
+  return false;
+}
+
 const char* algorithmName(Algorithm a) {
   switch (a) {
     case Algorithm::Ring: return "ring";

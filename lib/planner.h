@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/hierarchical.h"
@@ -30,6 +31,8 @@ enum class Algorithm : uint8_t { Ring, Direct, Chain, Tree, HalvingDoubling, Hie
 const char* collName(CollType c);
 const char* algorithmName(Algorithm a);
 constexpr bool isPointToPoint(CollType c) { return c == CollType::Send || c == CollType::Recv; }
+// A collective (not send or recv) by its collName.
+bool parseCollName(std::string_view name, CollType* out);
 // Collectives that combine values with a reduction op.
 constexpr bool reduces(CollType c) {
   return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;

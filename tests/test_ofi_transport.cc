@@ -189,6 +189,20 @@ int exchange(Rank& me, const std::vector<size_t>& sizes) {
 
 const std::vector<size_t> kSizes = {0, 1, 63, 64, 4095, 4096, 4097, 65536 + 8, (1u << 20) + 3, 3u << 20};
 
+// What setup returned on each of two ranks, nothing exchanged after it.
+struct SetupOutcome {
+  std::vector<Result> results = std::vector<Result>(2);
+  std::vector<std::string> errors = std::vector<std::string>(2);
+};
+SetupOutcome setupTwoRanks(const OfiOptions& o) {
+  SetupOutcome out;
+  runRanks(2, o, [&](Rank& me) {
+    out.results[me.rank] = me.setupResult;
+    out.errors[me.rank] = me.setupError;
+  });
+  return out;
+}
+
 bool providerWorks(const std::string& provider) {
   return ofi::availableProviders("127.0.0.1").find(provider) != std::string::npos;
 }
@@ -230,15 +244,10 @@ TEST_CASE("ofi moves messages exactly over each provider and registration policy
 TEST_CASE("ofi: an unavailable provider is an error that lists the available ones", "[ofi][errors]") {
   OfiOptions o;
   o.provider = "no-such-provider";
-  std::vector<std::string> errors(2);
-  std::vector<Result> results(2);
-  runRanks(2, o, [&](Rank& me) {
-    results[me.rank] = me.setupResult;
-    errors[me.rank] = me.setupError;
-  });
+  const SetupOutcome setup = setupTwoRanks(o);
   for (int r = 0; r < 2; ++r) {
-    CHECK(results[r] == snclInvalidArgument);
-    CHECK_THAT(errors[r], Catch::Contains("no-such-provider") && Catch::Contains("available: ") &&
+    CHECK(setup.results[r] == snclInvalidArgument);
+    CHECK_THAT(setup.errors[r], Catch::Contains("no-such-provider") && Catch::Contains("available: ") &&
                               Catch::Contains("tcp;ofi_rxm"));
   }
 }
@@ -250,15 +259,10 @@ TEST_CASE("ofi: SNCL_OFI_SLOTS outside 1..1024 or malformed fails setup naming i
     OfiOptions o = OfiOptions::fromEnv();
     unsetenv("SNCL_OFI_SLOTS");
     o.provider = "tcp;ofi_rxm";
-    std::vector<std::string> errors(2);
-    std::vector<Result> results(2);
-    runRanks(2, o, [&](Rank& me) {
-      results[me.rank] = me.setupResult;
-      errors[me.rank] = me.setupError;
-    });
+    const SetupOutcome setup = setupTwoRanks(o);
     for (int r = 0; r < 2; ++r) {
-      CHECK(results[r] == snclInvalidArgument);
-      CHECK_THAT(errors[r], Catch::Contains("SNCL_OFI_SLOTS") && Catch::Contains("1..1024"));
+      CHECK(setup.results[r] == snclInvalidArgument);
+      CHECK_THAT(setup.errors[r], Catch::Contains("SNCL_OFI_SLOTS") && Catch::Contains("1..1024"));
     }
   }
 }

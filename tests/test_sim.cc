@@ -44,6 +44,20 @@ ClosParams star(int n) {
   return p;
 }
 
+// Nodes of 8 endpoints in racks, two planes of leaves and 4 spines: bw GB/s per endpoint
+// link and plane, 0.2 us per endpoint hop, 0.3 us per uplink hop (non-blocking uplinks).
+Graph twoPlaneClos(int nodes, int nodesPerRack, double bw) {
+  ClosParams p;
+  p.nodes = nodes;
+  p.perNode = 8;
+  p.nodesPerRack = nodesPerRack;
+  p.planes = 2;
+  p.spines = 4;
+  p.link = {bw, 0.2, LinkKind::Bus};
+  p.uplink = {0, 0.3, LinkKind::Bus};
+  return build(p);
+}
+
 double run(Graph& g, const sim::Workload& w, bool exact, sim::SimResult* res = nullptr, double memGBs = 0,
            size_t eagerBytes = size_t(4) << 20) {
   sim::Network net(g);
@@ -173,15 +187,7 @@ TEST_CASE("sim: reductions cost bytes over memory bandwidth") {
 }
 
 TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") {
-  ClosParams p;
-  p.nodes = 16;
-  p.perNode = 8;
-  p.nodesPerRack = 4;
-  p.planes = 2;
-  p.spines = 4;
-  p.link = {50, 0.2, LinkKind::Bus};
-  p.uplink = {0, 0.3, LinkKind::Bus};
-  Graph g = build(p);
+  Graph g = twoPlaneClos(16, 4, 50);
   const int n = 128;
   for (const char* algo : {"ring", "hd", "tree", "hier"}) {
     auto w = allReduce(g, algo, n, size_t(64) << 20, 1 << 20);
@@ -207,15 +213,7 @@ TEST_CASE("sim: the aggregated engine is within 1% of the exact one on a Clos") 
 TEST_CASE("sim: the planner prices the simulated machine, not this one") {
   // A Clos far faster than this machine's transports: the planner's estimate of its own
   // choice must come from the topology (CostClock::Simulated), as the engine's time does.
-  ClosParams p;
-  p.nodes = 16;
-  p.perNode = 8;
-  p.nodesPerRack = 4;
-  p.planes = 2;
-  p.spines = 4;
-  p.link = {500, 0.2, LinkKind::Bus};
-  p.uplink = {0, 0.3, LinkKind::Bus};
-  Graph g = build(p);
+  Graph g = twoPlaneClos(16, 4, 500);
   for (size_t bytes : {size_t(1) << 20, size_t(256) << 20}) {
     sim::WorkloadSpec spec;
     spec.algorithm = "auto";
@@ -231,15 +229,7 @@ TEST_CASE("sim: the planner prices the simulated machine, not this one") {
 }
 
 TEST_CASE("sim: ranks derived by symmetry give the answer of building every rank") {
-  ClosParams p;
-  p.nodes = 64;
-  p.perNode = 8;
-  p.nodesPerRack = 8;
-  p.planes = 2;
-  p.spines = 4;
-  p.link = {50, 0.2, LinkKind::Bus};
-  p.uplink = {0, 0.3, LinkKind::Bus};
-  Graph g = build(p);
+  Graph g = twoPlaneClos(64, 8, 50);
   const int n = 512;
   for (const char* algo : {"ring", "hier", "hier[node](ring/tree)"}) {
     auto w = allReduce(g, algo, n, size_t(16) << 20, 1 << 20);

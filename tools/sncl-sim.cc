@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   if (topoFile.empty()) return usage("--topo is required");
   if (engine != "auto" && engine != "exact" && engine != "aggregated") return usage("bad --engine " + engine);
   sim::WorkloadSpec spec;
-  if (!sim::parseColl(coll, &spec.coll)) return usage("unknown --coll " + coll);
+  if (!parseCollName(coll, &spec.coll)) return usage("unknown --coll " + coll);
   if (!parseDtype(dtype, &spec.elemSize)) return usage("unknown --dtype " + dtype);
   spec.algorithm = algo;
   spec.bytes = bytes;

@@ -216,10 +216,8 @@ int render(const std::string& dot, const std::string& png) {
 
 // What the planner of a comm on g's mapped ranks would run, with every candidate.
 int showPlan(const Graph& g, const std::string& collName_, const std::string& sizeText) {
-  CollType coll = CollType::kCount;
-  for (int c = 0; c < int(CollType::kCount); ++c)
-    if (!isPointToPoint(CollType(c)) && collName_ == collName(CollType(c))) coll = CollType(c);
-  if (coll == CollType::kCount) return usage(fmt::format("--plan: unknown collective '{}'", collName_));
+  CollType coll;
+  if (!parseCollName(collName_, &coll)) return usage(fmt::format("--plan: unknown collective '{}'", collName_));
   char* end = nullptr;
   errno = 0;
   const double number = strtod(sizeText.c_str(), &end);

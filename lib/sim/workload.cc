@@ -13,15 +13,6 @@
 
 namespace sncl::sim {
 
-bool parseColl(const std::string& name, CollType* out) {
-  for (size_t c = 0; c < size_t(CollType::Send); ++c)
-    if (name == collName(CollType(c))) {
-      *out = CollType(c);
-      return true;
-    }
-  return false;
-}
-
 namespace {
 
 bool matches(const Planner& p, const Plan& plan, const std::string& name) {

@@ -34,7 +34,5 @@ struct Planned {
 
 // g is finalized with at least nranks ranks mapped, and must outlive the workload.
 Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, Planned* out);
-// Parses allreduce, broadcast, ... (lib/planner.h collName).
-bool parseColl(const std::string& name, CollType* out);
 
 }  // namespace sncl::sim

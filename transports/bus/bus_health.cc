@@ -93,36 +93,47 @@ Result BusTransport::applyFault(const Fault& f) {
 }
 
 // Appends a link's change to the shared log, taking effect from the first collective no
-// rank has planned yet. A rank that plans takes the lock too (beforePlan), so each rank
-// either planned before the change was logged or sees it when it plans.
+// rank has planned yet. Every rank publishes the collective it plans before it looks at
+// the log (beforePlan), all seq_cst: while a writer is announced, planning ranks take the
+// lock, so each rank either planned before the change was stamped or sees it when it plans.
 Result BusTransport::logLinkChange(topo::LinkId link, Health state, uint32_t slowdownX1k) {
   LinkChanges& changes = state_->header().changes;
-  PidLock lock(changes.owner);
-  uint64_t from = 0, oldest = changes.count;
-  int laggard = -1;
-  for (int r = 0; r < nranks_; ++r) {
-    const RankHealth& h = state_->rank(r);
-    from = std::max(from, h.plannedSeq);
-    if (h.deadAtNs.load() == 0 && h.appliedChanges < oldest) oldest = h.appliedChanges, laggard = r;
+  changes.writers.fetch_add(1);
+  Result result = snclSuccess;
+  {
+    PidLock lock(changes.owner);
+    const uint64_t count = changes.count.load();
+    uint64_t from = 0, oldest = count;
+    int laggard = -1;
+    for (int r = 0; r < nranks_; ++r) {
+      const RankHealth& h = state_->rank(r);
+      from = std::max(from, h.plannedSeq.load());
+      if (h.deadAtNs.load() == 0 && h.appliedChanges < oldest) oldest = h.appliedChanges, laggard = r;
+    }
+    if (count - oldest >= LinkChanges::kEntries) {
+      result = fail(snclInvalidUsage, "bus: {} link changes wait for rank {} to plan a collective; no room for another",
+                    count - oldest, laggard);
+    } else {
+      changes.entry[count % LinkChanges::kEntries] = {from, uint32_t(link), uint32_t(state), slowdownX1k, 0};
+      changes.count.store(count + 1);
+    }
   }
-  if (changes.count - oldest >= LinkChanges::kEntries)
-    return fail(snclInvalidUsage, "bus: {} link changes wait for rank {} to plan a collective; no room for another",
-                changes.count - oldest, laggard);
-  changes.entry[changes.count % LinkChanges::kEntries] = {from, uint32_t(link), uint32_t(state), slowdownX1k, 0};
-  ++changes.count;
-  return snclSuccess;
+  changes.writers.fetch_sub(1);
+  return result;
 }
 
 // The link changes due by collective seq go into this rank's topology (a new epoch, new
-// routes) before the planner reads it.
+// routes) before the planner reads it. Without a writer announced and with every logged
+// change applied there is nothing to take: no lock on a collective's way in.
 void BusTransport::beforePlan(uint64_t seq) {
   if (!state_) return;
   LinkChanges& changes = state_->header().changes;
+  RankHealth& me = state_->rank(rank_);
+  if (me.plannedSeq.load(std::memory_order_relaxed) < seq + 1) me.plannedSeq.store(seq + 1);
+  if (changes.writers.load() == 0 && changes.count.load() == me.appliedChanges) return;
   {
     PidLock lock(changes.owner);
-    RankHealth& me = state_->rank(rank_);
-    me.plannedSeq = std::max(me.plannedSeq, seq + 1);
-    for (; me.appliedChanges < changes.count; ++me.appliedChanges) {
+    for (; me.appliedChanges < changes.count.load(); ++me.appliedChanges) {
       const LinkChange& c = changes.entry[me.appliedChanges % LinkChanges::kEntries];
       if (c.fromSeq > seq) break;
       dueChanges_.push_back(c);

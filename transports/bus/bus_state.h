@@ -47,8 +47,8 @@ struct LinkHealth {
 
 struct RankHealth {
   std::atomic<uint64_t> deadAtNs;  // 0: alive; else wall time it stopped responding
-  uint64_t plannedSeq;             // collectives it has planned (changes' lock held)
-  uint64_t appliedChanges;         // link changes it has applied (changes' lock held)
+  std::atomic<uint64_t> plannedSeq;  // collectives it has planned or is planning
+  uint64_t appliedChanges;           // link changes it has applied (changes' lock held)
 };
 
 // A link coming back up or changing speed. Ranks learn of it at different times, yet all
@@ -65,8 +65,8 @@ struct LinkChange {
 struct LinkChanges {
   static constexpr uint32_t kEntries = 64;  // a ring: a change is kept until every rank applied it
   std::atomic<int32_t> owner;               // PidLock
-  uint32_t pad;
-  uint64_t count;  // changes ever made; entry i sits at i % kEntries
+  std::atomic<uint32_t> writers;            // ranks logging a change right now
+  std::atomic<uint64_t> count;              // changes ever made; entry i sits at i % kEntries
   LinkChange entry[kEntries];
 };
 

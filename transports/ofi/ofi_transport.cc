@@ -221,7 +221,6 @@ Result OfiTransport::allocatePools(const std::vector<int>& peers) {
   if (bounce_) SNCL_CHECK(slots(&txMemory_, &txOps_));
   helloOps_.assign(2 * npeers, Op{});
   for (size_t k = 0; k < npeers; ++k) {
-    helloOps_[2 * k] = Op{};
     helloOps_[2 * k].kind = OpKind::HelloRecv;
     helloOps_[2 * k].peer = peers[k];
     helloOps_[2 * k + 1].kind = OpKind::HelloSend;
