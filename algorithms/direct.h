@@ -9,8 +9,10 @@
 namespace sncl::algo {
 
 // All-Reduce: every rank sends its whole input to every peer and reduces what it receives
-// itself, in rank order, so that all ranks get bit-identical results. Uses count elements
-// of scratch (so that in-place inputs stay intact while sent).
+// itself, in rank order, so that all ranks get bit-identical results. Every receive is
+// posted with the sends (a send may not complete before its receive is posted), so the
+// inputs wait in nranks-2 scratch slots beside the sum (count elements, which keeps
+// in-place inputs intact while sent).
 struct DirectAllReduce {
   static void build(int rank, int nranks, size_t count, Schedule* out);
 };
@@ -32,7 +34,9 @@ struct DirectAllGather {
 };
 
 // Reduce-Scatter to count elements per rank (see RingReduceScatter): block p of Input goes
-// to rank p, which starts from its own block and adds the others in rank order.
+// to rank p, which starts from its own block and adds the others in rank order; all
+// receives are posted with the sends, the blocks after the first waiting in nranks-2
+// scratch slots.
 struct DirectReduceScatter {
   static void build(int rank, int nranks, size_t count, Schedule* out);
 };

@@ -55,7 +55,7 @@ struct Workload {
 struct SimOptions {
   double memGBs = 0;  // reduction and copy bandwidth per rank; 0: local work is free
   // Messages up to this many bytes are buffered by the transport (eager); longer ones need
-  // the receive posted. Direct algorithms need their messages buffered (kDirectMaxBytes).
+  // the receive posted. No schedule relies on buffering (tests/util/schedule_check).
   size_t eagerBytes = size_t(4) << 20;
   // The exact engine refuses workloads with more operations than this (use the aggregated one).
   size_t maxExactOps = size_t(20) << 20;

@@ -29,6 +29,14 @@ struct RankState {
   std::vector<uint64_t> input, output, scratch;
   size_t step = 0;
   bool sendsPosted = false;
+  std::vector<std::pair<std::pair<int, int>, size_t>> stepSends;  // (channel, index) of this step's sends
+};
+
+// Per direction of a pair: messages sent, and receives posted by the receiver so far.
+struct Channel {
+  std::deque<Message> queue;
+  size_t sent = 0;
+  size_t recvsPosted = 0;
 };
 
 }  // namespace
@@ -44,7 +52,7 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
                            const std::function<void(int, algo::Schedule*)>& build) {
   SymbolicResult res;
   std::vector<RankState> ranks(nranks);
-  std::map<std::pair<int, int>, std::deque<Message>> channels;  // (from, to)
+  std::map<std::pair<int, int>, Channel> channels;  // (from, to)
   auto failWith = [&](std::string e) {
     if (res.ok) res.error = std::move(e);
     res.ok = false;
@@ -110,8 +118,13 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
           if (op.kind != algo::OpKind::Send) continue;
           auto& src = buffer(s, op.srcBuf);
           if (!inBounds(r, src, op.src, op.count)) break;
-          channels[{r, op.peer}].push_back(
-              {op.tag, std::vector<uint64_t>(src.begin() + op.src, src.begin() + op.src + op.count)});
+          Channel& ch = channels[{r, op.peer}];
+          ch.queue.push_back({op.tag, std::vector<uint64_t>(src.begin() + op.src, src.begin() + op.src + op.count)});
+          s.stepSends.push_back({{r, op.peer}, ch.sent++});
+        }
+        for (uint32_t i = begin; i < end; ++i) {
+          const algo::Op& op = s.schedule.ops[i];
+          if (op.kind == algo::OpKind::Recv || op.kind == algo::OpKind::RecvReduce) ++channels[{op.peer, r}].recvsPosted;
         }
         s.sendsPosted = true;
         progressed = true;
@@ -123,7 +136,10 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
         if (op.kind == algo::OpKind::Recv || op.kind == algo::OpKind::RecvReduce) ++needed[op.peer];
       }
       bool ready = true;
-      for (auto& [peer, n] : needed) ready &= channels[{peer, r}].size() >= n;
+      for (auto& [peer, n] : needed) ready &= channels[{peer, r}].queue.size() >= n;
+      // A send completes only once its receiver posted the matching receive: transports
+      // buffer a bounded amount (a FIFO, a window of slots), so a schedule must not rely on it.
+      for (auto& [channel, index] : s.stepSends) ready &= channels[channel].recvsPosted > index;
       if (!ready) continue;
       for (uint32_t i = begin; i < end && res.ok; ++i) {
         const algo::Op& op = s.schedule.ops[i];
@@ -137,7 +153,7 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
             dst[op.dst + k] = (op.kind == algo::OpKind::Reduce ? dst[op.dst + k] : 0) + src[op.src + k];
           continue;
         }
-        auto& q = channels[{op.peer, r}];
+        auto& q = channels[{op.peer, r}].queue;
         Message m = std::move(q.front());
         q.pop_front();
         if (m.tag != op.tag || m.data.size() != op.count) {
@@ -155,14 +171,16 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
       }
       ++s.step;
       s.sendsPosted = false;
+      s.stepSends.clear();
       progressed = true;
     }
   }
   for (int r = 0; r < nranks && res.ok; ++r)
     if (ranks[r].step < ranks[r].schedule.numSteps())
       failWith(fmt::format("deadlock: rank {} stuck at step {} of {}", r, ranks[r].step, ranks[r].schedule.numSteps()));
-  for (auto& [key, q] : channels)
-    if (!q.empty() && res.ok) failWith(fmt::format("{} unreceived message(s) from rank {} to {}", q.size(), key.first, key.second));
+  for (auto& [key, ch] : channels)
+    if (!ch.queue.empty() && res.ok)
+      failWith(fmt::format("{} unreceived message(s) from rank {} to {}", ch.queue.size(), key.first, key.second));
   for (auto& s : ranks) res.output.push_back(std::move(s.output));
   return res;
 }

@@ -1,6 +1,7 @@
 // Runs every rank's schedule symbolically, without processes: values are 64-bit sums of
 // per-(rank, element) keys, so an element reduced twice, missed, or misplaced gives a
-// wrong sum. Sends are buffered; a rank's step runs once all its receives are available.
+// wrong sum. A rank's step completes once its receives have arrived and each of its sends
+// was matched by a receive its peer posted (no reliance on transport buffering).
 #pragma once
 
 #include <cstdint>
