@@ -190,14 +190,6 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
 namespace {
 
-// Elements of a rank's input (All-Gather: sent, Reduce-Scatter: nranks blocks, ...).
-size_t inputCount(const CollOp& op, int nranks) {
-  switch (op.coll) {
-    case CollType::ReduceScatter:
-    case CollType::AlltoAll: return op.count * static_cast<size_t>(nranks);
-    default: return op.count;
-  }
-}
 
 // Elements of this rank's reduced result, which avg scales (0: the rank gets none).
 size_t resultCount(const CollOp& op, int rank) {
@@ -217,15 +209,6 @@ Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& 
   return r;
 }
 
-// Elements of a rank's output buffer (where the schedule may write).
-size_t outputCount(const CollOp& op, int nranks) {
-  switch (op.coll) {
-    case CollType::AllGather:
-    case CollType::AlltoAll:
-    case CollType::Gather: return op.count * static_cast<size_t>(nranks);
-    default: return op.count;
-  }
-}
 
 bool anyFaultPending(snclComm* comm) {
   for (auto& t : comm->transports)
@@ -235,10 +218,12 @@ bool anyFaultPending(snclComm* comm) {
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
 // with another route is marked down, the transports reset and the call re-run from its
-// preserved input (an in-place input is saved before the first attempt). Every rank of the
-// comm is in this call when a fault hits it, so all of them take part in the agreement.
-Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args) {
+// preserved input (an in-place input is saved before the first attempt). Ranks one call
+// behind the others are caught up first (lib/catch_up.h): *forwarded is then set when
+// this rank's output came from a rank that had finished the call.
+Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args, bool* forwarded) {
   FaultState& f = comm->fault;
+  *forwarded = false;
   const size_t inBytes = inputCount(op, comm->nranks) * args.elemSize;
   const size_t outBytes = outputCount(op, comm->nranks) * args.elemSize;
   const auto* in = static_cast<const char*>(args.input);
@@ -262,12 +247,22 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
-    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, &d));
+    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts,
+                          recordServes(comm, args.seq), &d));
     if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
                                                                             comm->rank, d.message));
     SNCL_CHECK(faultApplyRetry(comm, d));
-    if (save) memcpy(const_cast<char*>(in), f.savedInput.data(), inBytes);
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
+    if (d.catchUpSeq != Decision::kNoCatchUp) {
+      if (d.catchUpSeq + 1 == args.seq) {
+        SNCL_CHECK(serveCatchUp(comm, d));
+      } else if (d.catchUpSeq == args.seq && sameOutputEverywhere(op.coll)) {
+        SNCL_CHECK(receiveForwarded(comm, op, args, d));
+        *forwarded = true;
+        break;
+      }
+    }
+    if (save) memcpy(const_cast<char*>(in), f.savedInput.data(), inBytes);
   }
   if (failedAt == 0) return snclSuccess;
   // The call came through a lost link: say what, after which call, at what cost.
@@ -331,7 +326,8 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
   for (auto& t : comm->transports) t->callBegin();
-  const Result r = runWithRetry(comm, op, plan, args);
+  bool forwarded = false;
+  const Result r = runWithRetry(comm, op, plan, args, &forwarded);
   for (auto& t : comm->transports) t->callEnd();
   if (r != snclSuccess) {
     commSetAsyncError(comm, r);
@@ -340,8 +336,9 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   if (comm->fault.stats.reroutes != reroutes)  // the modeled time of the call with its re-run
     for (auto& t : comm->transports)
       if (auto* bus = dynamic_cast<BusControl*>(t.get())) bus->modeledTimeUs(&comm->fault.stats.lastRetryModeledUs, nullptr);
-  const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
+  const size_t results = op.op == snclAvg && !forwarded ? resultCount(op, comm->rank) : 0;
   if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
+  recordCall(comm, op, plan, shape, args);
   return snclSuccess;
 }
 

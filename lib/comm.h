@@ -13,6 +13,7 @@
 #include "algorithms/p2p.h"
 #include "algorithms/schedule.h"
 #include "lib/bootstrap.h"
+#include "lib/catch_up.h"
 #include "lib/comm_topo.h"
 #include "lib/error.h"
 #include "lib/executor.h"
@@ -72,6 +73,7 @@ struct snclComm {
   std::atomic<bool> finalized{false};
   std::atomic<int> inflight{0};  // queued or running stream work
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/fault.h)
+  sncl::CallRecord lastCall;     // what ranks still in the last call would need (lib/catch_up.h)
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -14,6 +14,7 @@ namespace {
 
 constexpr int kMaxLinks = 32;
 constexpr int kMaxDead = 64;
+constexpr int kMaskRanks = 1024;  // ranks a catch-up decision can name
 constexpr double kPollIntervalS = 0.001;
 
 enum Kind : uint32_t { kReport = 1, kJoin = 2, kDecision = 3 };
@@ -26,7 +27,10 @@ struct Message {
   int32_t verdict;  // Decision
   int32_t code;     // Report: the sender's failure (snclSuccess: pulled in, or finished)
   int32_t canRetry; // Report: SNCL_RETRY on and attempts left
-  uint64_t seq;     // Report: the call it was in
+  uint64_t seq;     // Report: the call it was in; Decision: the call to catch up (or none)
+  int32_t serves;   // Report: it kept what ranks still in call seq-1 need
+  int32_t forwarder;             // Decision with a catch-up: the lowest rank past it
+  uint64_t laggards[kMaskRanks / 64];  // Decision with a catch-up: the ranks still in it
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
   int32_t dead[kMaxDead];
@@ -85,6 +89,17 @@ std::string linkList(const topo::Graph& g, const std::vector<uint32_t>& links) {
   std::string s;
   for (uint32_t l : links) s += (s.empty() ? "" : ", ") + g.linkName(l);
   return s;
+}
+
+void readDecision(const Message& m, int nranks, Decision* out) {
+  out->verdict = Verdict(m.verdict);
+  out->code = Result(m.code);
+  out->catchUpSeq = m.seq;
+  out->forwarder = m.forwarder;
+  out->laggards.clear();
+  if (m.seq != Decision::kNoCatchUp)
+    for (int r = 0; r < std::min(nranks, kMaskRanks); ++r)
+      if (m.laggards[r / 64] >> (r % 64) & 1) out->laggards.push_back(r);
 }
 
 // Sends, ignoring a peer that is gone: the round finds that out by its silence.
@@ -166,23 +181,32 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
     usleep(500);
   }
 
-  // Decide.
+  // Decide. Ranks may be one call apart: a link fails at an instant, and a rank whose
+  // transfers did not cross it can finish the call and wait in the next one.
   std::vector<uint32_t> links;
-  bool sameCall = true, canRetry = true;
+  bool canRetry = true, serves = true;
+  uint64_t lowSeq = UINT64_MAX, highSeq = 0;
   int firstError = -1;
   for (int r = 0; r < n; ++r) {
     if (!have[r]) continue;
     std::vector<int> ignored;
     readLists(reports[r], &links, &ignored);
-    sameCall &= reports[r].seq == mine.seq;
+    lowSeq = std::min(lowSeq, reports[r].seq);
+    highSeq = std::max(highSeq, reports[r].seq);
     canRetry &= reports[r].canRetry != 0;
     if (firstError < 0 && reports[r].code != snclSuccess && contains(dead, r) == false) firstError = r;
   }
+  for (int r = 0; r < n; ++r)
+    if (have[r] && reports[r].seq == highSeq) serves &= reports[r].serves != 0;
+  const bool sameCall = lowSeq == highSeq;
+  const bool catchUp = highSeq == lowSeq + 1 && serves && n <= kMaskRanks;
   Message d{};
   d.kind = kDecision;
   d.round = round;
   d.from = comm->rank;
   d.code = snclRemoteError;
+  d.seq = Decision::kNoCatchUp;
+  d.forwarder = -1;
   const topo::Graph& g = comm->topology->graph();
   std::string text;
   if (!dead.empty()) {
@@ -191,9 +215,13 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
     for (int r : dead)
       if (!why[r].empty()) text += fmt::format(" (rank {}: {})", r, why[r]);
     if (firstError >= 0) text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
-  } else if (!sameCall) {
+  } else if (!sameCall && !catchUp) {
     d.verdict = int32_t(Verdict::Failed);
-    text = "ranks were in different calls when the fault hit; the call cannot be re-run";
+    text = highSeq > lowSeq + 1
+               ? fmt::format("ranks were in calls #{} to #{} when the fault hit; only ranks one call apart are "
+                             "caught up", lowSeq + 1, highSeq + 1)
+               : "ranks were one call apart when the fault hit, and those ahead did not keep the earlier call "
+                 "(SNCL_RETRY=0?)";
   } else if (!links.empty()) {
     std::string unreachable;
     const bool routed = markDown(comm, links, &unreachable);
@@ -201,11 +229,23 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
       d.verdict = int32_t(Verdict::Retry);
       d.code = snclSuccess;
       text = fmt::format("link(s) {} lost; rerouting", linkList(g, links));
+      if (!sameCall) {
+        text += fmt::format("; ranks still in call #{} are caught up first", lowSeq + 1);
+        d.seq = lowSeq;
+        for (int r = 0; r < n; ++r) {
+          if (!have[r]) continue;
+          if (reports[r].seq == lowSeq) d.laggards[r / 64] |= uint64_t(1) << (r % 64);
+          else if (d.forwarder < 0) d.forwarder = r;
+        }
+      }
     } else {
       d.verdict = int32_t(Verdict::LinkLost);
       text = fmt::format("link {} {} down: {}", linkList(g, links), links.size() > 1 ? "are" : "is",
                          routed ? "retry is off (SNCL_RETRY=0) or its attempts are used up" : unreachable);
     }
+  } else if (!sameCall) {
+    d.verdict = int32_t(Verdict::Failed);
+    text = "ranks were one call apart and no link was lost; the call cannot be re-run";
   } else {
     d.verdict = int32_t(Verdict::Failed);
     const int r = firstError >= 0 ? firstError : comm->rank;
@@ -216,8 +256,7 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
   setText(&d, text);
   for (int r = 0; r < n; ++r)
     if (have[r] && r != comm->rank) sendTo(comm, r, d, deadline);
-  out->verdict = Verdict(d.verdict);
-  out->code = Result(d.code);
+  readDecision(d, comm->nranks, out);
   out->links = links;
   out->deadRanks = dead;
   out->message = text;
@@ -262,8 +301,7 @@ Result follow(snclComm* comm, const Message& mine, std::vector<int> dead, Deadli
                   comm->rank, coordinator, comm->timeoutMs);
     usleep(500);
   }
-  out->verdict = Verdict(m.verdict);
-  out->code = Result(m.code);
+  readDecision(m, comm->nranks, out);
   out->links.clear();
   out->deadRanks.clear();
   readLists(m, &out->links, &out->deadRanks);
@@ -316,7 +354,7 @@ bool faultPoll(snclComm* comm) {
 }
 
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
-                  Decision* out) {
+                  bool servesPrevious, Decision* out) {
   FaultState& f = comm->fault;
   const uint32_t round = f.round++;
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
@@ -330,6 +368,7 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   mine.code = cause;
   mine.canRetry = canRetry ? 1 : 0;
   mine.seq = seq;
+  mine.serves = servesPrevious ? 1 : 0;
   std::vector<uint32_t> links;
   std::vector<int> dead;
   observe(comm, &links, &dead);

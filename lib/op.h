@@ -38,4 +38,23 @@ struct GroupTask {
   CollOp op;
 };
 
+// Elements of a rank's input (All-Gather: sent, Reduce-Scatter: nranks blocks, ...).
+inline size_t inputCount(const CollOp& op, int nranks) {
+  switch (op.coll) {
+    case CollType::ReduceScatter:
+    case CollType::AlltoAll: return op.count * static_cast<size_t>(nranks);
+    default: return op.count;
+  }
+}
+
+// Elements of a rank's output buffer (where the schedule may write).
+inline size_t outputCount(const CollOp& op, int nranks) {
+  switch (op.coll) {
+    case CollType::AllGather:
+    case CollType::AlltoAll:
+    case CollType::Gather: return op.count * static_cast<size_t>(nranks);
+    default: return op.count;
+  }
+}
+
 }  // namespace sncl
