@@ -1,17 +1,20 @@
-// Finishing a call that some ranks are still in after others have left it.
+// Finishing calls that some ranks are still in after others have left them.
 //
 // A link fails at an instant: a rank whose transfers did not cross it can finish call k
-// and wait in call k+1 while its peers fail in k. The fault agreement (lib/fault.*) then
-// sees ranks one call apart. Those ahead cannot re-run k from the caller's buffers (the
-// caller owns them again), so each rank keeps what k's laggards need while retry is on:
-// - All-Reduce, All-Gather, Broadcast: the output, the same on every rank, which the
-//   lowest rank ahead forwards to each laggard (bit for bit what the others got);
-// - the other collectives: the input, with which the ranks ahead re-run k beside the
-//   laggards, writing their own result nowhere.
-// Then every rank re-runs its own current call as after any reroute.
+// and go on (a Broadcast's root, a call of zero elements, for several calls) while its
+// peers fail in k. The fault agreement (lib/fault.*) then sees ranks in calls k..k+j.
+// Those ahead cannot re-run from the caller's buffers (the caller owns them again), so
+// while retry is on each rank keeps its last kKeptCalls calls: the input the schedule
+// read, the plan and the shape. After the agreement every call from k on is run once more
+// by every rank, in order: a rank still in it re-runs it, a rank that finished it replays
+// it from what it kept (its result goes nowhere: it returned one already), and a rank that
+// had not reached it runs it when it gets there. Every rank runs call k+i on the plan the
+// first ranks to reach it chose (the decision pins them), so the re-run's results are bit
+// for bit the ones the others returned.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -25,7 +28,9 @@ struct snclComm;
 
 namespace sncl {
 
-// What a rank keeps of its last finished collective. Buffers grow, then are reused.
+constexpr int kKeptCalls = 8;
+
+// One kept collective. Buffers grow, then are reused.
 struct CallRecord {
   bool valid = false;
   uint64_t seq = 0;
@@ -33,24 +38,31 @@ struct CallRecord {
   Plan plan;
   CollShape shape;
   ExecArgs args;          // elemSize, reduce
-  bool forward = false;   // data is the output (same on every rank); else the input
-  std::vector<char> data;
-  algo::Schedule schedule;          // built only to re-run
-  std::vector<char> scratch, sink;  // for that re-run
+  std::vector<char> input;
 };
 
-// The collectives whose output is the same on every rank.
-bool sameOutputEverywhere(CollType coll);
+// The last kKeptCalls collectives, by seq % kKeptCalls, and what a replay runs in.
+struct CallHistory {
+  CallRecord calls[kKeptCalls];
+  algo::Schedule schedule;
+  std::vector<char> scratch, sink;
+  // Plans the agreement pinned for calls up to pinnedUntil (inclusive).
+  std::vector<std::pair<uint64_t, Plan>> pinned;
+  uint64_t pinnedUntil = 0;
+  bool anyPinned = false;
+};
 
-// Keeps what laggards of the call just finished would need (retry on only).
-void recordCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShape& shape, const ExecArgs& args);
-// Whether this rank can help ranks still in call seq-1.
-bool recordServes(const snclComm* comm, uint64_t seq);
+// Before call seq runs (retry on only): keeps its input, plan and shape.
+void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShape& shape, const ExecArgs& args);
+// The lowest call this rank can replay, given it is in call seq (seq: none kept).
+uint64_t oldestKept(const snclComm* comm, uint64_t seq);
+// The plans of the calls this rank kept, and of call seq's (current) plan.
+void keptPlans(const snclComm* comm, uint64_t seq, const Plan& current, std::vector<std::pair<uint64_t, Plan>>* out);
 
-// A rank ahead of d.catchUpSeq: forward its kept output, or re-run the kept call.
-Result serveCatchUp(snclComm* comm, const Decision& d);
-// A laggard of a call whose output is the same everywhere: receive it from d.forwarder
-// into its output buffer (final: an average is already scaled).
-Result receiveForwarded(snclComm* comm, const CollOp& op, const ExecArgs& args, const Decision& d);
+// The plan the agreement pinned for call seq, or nullptr.
+const Plan* pinnedPlan(const snclComm* comm, uint64_t seq);
+// Takes a catch-up decision's plans; replays this rank's kept calls from d.catchUpSeq up
+// to (not including) seq, the call it is in.
+Result catchUp(snclComm* comm, const Decision& d, uint64_t seq);
 
 }  // namespace sncl

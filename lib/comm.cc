@@ -218,12 +218,11 @@ bool anyFaultPending(snclComm* comm) {
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
 // with another route is marked down, the transports reset and the call re-run from its
-// preserved input (an in-place input is saved before the first attempt). Ranks one call
-// behind the others are caught up first (lib/catch_up.h): *forwarded is then set when
-// this rank's output came from a rank that had finished the call.
-Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args, bool* forwarded) {
+// preserved input (an in-place input is saved before the first attempt). Ranks that are
+// behind the others are caught up first: this rank replays the calls it finished since
+// (lib/catch_up.h).
+Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args) {
   FaultState& f = comm->fault;
-  *forwarded = false;
   const size_t inBytes = inputCount(op, comm->nranks) * args.elemSize;
   const size_t outBytes = outputCount(op, comm->nranks) * args.elemSize;
   const auto* in = static_cast<const char*>(args.input);
@@ -247,21 +246,12 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
-    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts,
-                          recordServes(comm, args.seq), &d));
+    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, plan, &d));
     if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
                                                                             comm->rank, d.message));
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
-    if (d.catchUpSeq != Decision::kNoCatchUp) {
-      if (d.catchUpSeq + 1 == args.seq) {
-        SNCL_CHECK(serveCatchUp(comm, d));
-      } else if (d.catchUpSeq == args.seq && sameOutputEverywhere(op.coll)) {
-        SNCL_CHECK(receiveForwarded(comm, op, args, d));
-        *forwarded = true;
-        break;
-      }
-    }
+    if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
     if (save) memcpy(const_cast<char*>(in), f.savedInput.data(), inBytes);
   }
   if (failedAt == 0) return snclSuccess;
@@ -300,7 +290,14 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   }
 
   for (auto& t : comm->transports) t->beforePlan(args.seq);
-  const Plan& plan = comm->planner->choose(op.coll, op.count * elemSize);
+  // After a fault, calls that some rank had reached run on the plan it chose then.
+  Plan pinned;
+  const Plan* pin = pinnedPlan(comm, args.seq);
+  if (pin) {
+    pinned = *pin;
+    pinned.coll = op.coll;
+  }
+  const Plan& plan = pin ? pinned : comm->planner->choose(op.coll, op.count * elemSize);
   const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
                         op.coll == CollType::AlltoAll && op.input == op.output};
   auto& key = comm->scheduleKey;
@@ -326,8 +323,8 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
   for (auto& t : comm->transports) t->callBegin();
-  bool forwarded = false;
-  const Result r = runWithRetry(comm, op, plan, args, &forwarded);
+  keepCall(comm, op, plan, shape, args);
+  const Result r = runWithRetry(comm, op, plan, args);
   for (auto& t : comm->transports) t->callEnd();
   if (r != snclSuccess) {
     commSetAsyncError(comm, r);
@@ -336,9 +333,8 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   if (comm->fault.stats.reroutes != reroutes)  // the modeled time of the call with its re-run
     for (auto& t : comm->transports)
       if (auto* bus = dynamic_cast<BusControl*>(t.get())) bus->modeledTimeUs(&comm->fault.stats.lastRetryModeledUs, nullptr);
-  const size_t results = op.op == snclAvg && !forwarded ? resultCount(op, comm->rank) : 0;
+  const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
   if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
-  recordCall(comm, op, plan, shape, args);
   return snclSuccess;
 }
 

@@ -73,7 +73,7 @@ struct snclComm {
   std::atomic<bool> finalized{false};
   std::atomic<int> inflight{0};  // queued or running stream work
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/fault.h)
-  sncl::CallRecord lastCall;     // what ranks still in the last call would need (lib/catch_up.h)
+  sncl::CallHistory history;     // the last calls, for ranks still in them after a fault (lib/catch_up.h)
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lib/catch_up.h"
 #include "lib/comm.h"
 #include "lib/env.h"
 #include "lib/log.h"
@@ -14,7 +15,6 @@ namespace {
 
 constexpr int kMaxLinks = 32;
 constexpr int kMaxDead = 64;
-constexpr int kMaskRanks = 1024;  // ranks a catch-up decision can name
 constexpr double kPollIntervalS = 0.001;
 
 enum Kind : uint32_t { kReport = 1, kJoin = 2, kDecision = 3 };
@@ -28,9 +28,12 @@ struct Message {
   int32_t code;     // Report: the sender's failure (snclSuccess: pulled in, or finished)
   int32_t canRetry; // Report: SNCL_RETRY on and attempts left
   uint64_t seq;     // Report: the call it was in; Decision: the call to catch up (or none)
-  int32_t serves;   // Report: it kept what ranks still in call seq-1 need
-  int32_t forwarder;             // Decision with a catch-up: the lowest rank past it
-  uint64_t laggards[kMaskRanks / 64];  // Decision with a catch-up: the ranks still in it
+  uint64_t oldest;  // Report: the lowest call it can replay; Decision: the highest call to catch up
+  uint32_t nplans;  // Report: the plans of calls oldest..seq; Decision: of seq..oldest
+  struct {
+    uint64_t seq, chunkBytes;
+    int32_t algorithm, hierarchy, inner, outer;
+  } plans[kKeptCalls];
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
   int32_t dead[kMaxDead];
@@ -91,15 +94,34 @@ std::string linkList(const topo::Graph& g, const std::vector<uint32_t>& links) {
   return s;
 }
 
-void readDecision(const Message& m, int nranks, Decision* out) {
+void writePlans(Message* m, const std::vector<std::pair<uint64_t, Plan>>& plans) {
+  m->nplans = uint32_t(std::min<size_t>(plans.size(), kKeptCalls));
+  for (uint32_t i = 0; i < m->nplans; ++i) {
+    const Plan& p = plans[i].second;
+    m->plans[i] = {plans[i].first, p.chunkBytes, int32_t(p.algorithm), p.hierarchy, int32_t(p.inner), int32_t(p.outer)};
+  }
+}
+
+void readPlans(const Message& m, CollType coll, std::vector<std::pair<uint64_t, Plan>>* out) {
+  for (uint32_t i = 0; i < std::min<uint32_t>(m.nplans, kKeptCalls); ++i) {
+    Plan p;
+    p.coll = coll;  // not on the wire: the schedule's shape and the kept op carry it
+    p.chunkBytes = m.plans[i].chunkBytes;
+    p.algorithm = Algorithm(m.plans[i].algorithm);
+    p.hierarchy = m.plans[i].hierarchy;
+    p.inner = algo::GroupAlgo(m.plans[i].inner);
+    p.outer = algo::FlatAllReduce(m.plans[i].outer);
+    out->push_back({m.plans[i].seq, p});
+  }
+}
+
+void readDecision(const Message& m, Decision* out) {
   out->verdict = Verdict(m.verdict);
   out->code = Result(m.code);
   out->catchUpSeq = m.seq;
-  out->forwarder = m.forwarder;
-  out->laggards.clear();
-  if (m.seq != Decision::kNoCatchUp)
-    for (int r = 0; r < std::min(nranks, kMaskRanks); ++r)
-      if (m.laggards[r / 64] >> (r % 64) & 1) out->laggards.push_back(r);
+  out->highSeq = m.oldest;
+  out->plans.clear();
+  if (m.seq != Decision::kNoCatchUp) readPlans(m, CollType::kCount, &out->plans);
 }
 
 // Sends, ignoring a peer that is gone: the round finds that out by its silence.
@@ -184,7 +206,7 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
   // Decide. Ranks may be one call apart: a link fails at an instant, and a rank whose
   // transfers did not cross it can finish the call and wait in the next one.
   std::vector<uint32_t> links;
-  bool canRetry = true, serves = true;
+  bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
   uint64_t lowSeq = UINT64_MAX, highSeq = 0;
   int firstError = -1;
   for (int r = 0; r < n; ++r) {
@@ -196,17 +218,26 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
     canRetry &= reports[r].canRetry != 0;
     if (firstError < 0 && reports[r].code != snclSuccess && contains(dead, r) == false) firstError = r;
   }
-  for (int r = 0; r < n; ++r)
-    if (have[r] && reports[r].seq == highSeq) serves &= reports[r].serves != 0;
+  // Every rank ahead of lowSeq must replay the calls from it, and each call's plan must be
+  // known (from the ranks that reached it).
+  std::vector<std::pair<uint64_t, Plan>> plans;
+  for (int r = 0; r < n; ++r) {
+    if (!have[r]) continue;
+    serves &= reports[r].oldest <= lowSeq;
+    std::vector<std::pair<uint64_t, Plan>> theirs;
+    readPlans(reports[r], CollType::kCount, &theirs);
+    for (const auto& e : theirs)
+      if (e.first >= lowSeq && std::none_of(plans.begin(), plans.end(), [&](const auto& x) { return x.first == e.first; }))
+        plans.push_back(e);
+  }
   const bool sameCall = lowSeq == highSeq;
-  const bool catchUp = highSeq == lowSeq + 1 && serves && n <= kMaskRanks;
+  const bool catchUp = serves && highSeq - lowSeq < uint64_t(kKeptCalls) && plans.size() == highSeq - lowSeq + 1;
   Message d{};
   d.kind = kDecision;
   d.round = round;
   d.from = comm->rank;
   d.code = snclRemoteError;
   d.seq = Decision::kNoCatchUp;
-  d.forwarder = -1;
   const topo::Graph& g = comm->topology->graph();
   std::string text;
   if (!dead.empty()) {
@@ -217,11 +248,11 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
     if (firstError >= 0) text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
   } else if (!sameCall && !catchUp) {
     d.verdict = int32_t(Verdict::Failed);
-    text = highSeq > lowSeq + 1
-               ? fmt::format("ranks were in calls #{} to #{} when the fault hit; only ranks one call apart are "
-                             "caught up", lowSeq + 1, highSeq + 1)
-               : "ranks were one call apart when the fault hit, and those ahead did not keep the earlier call "
-                 "(SNCL_RETRY=0?)";
+    text = highSeq - lowSeq >= uint64_t(kKeptCalls)
+               ? fmt::format("ranks were in calls #{} to #{} when the fault hit; at most {} calls apart are caught up",
+                             lowSeq + 1, highSeq + 1, kKeptCalls)
+               : fmt::format("ranks were in calls #{} to #{} when the fault hit, and those ahead did not keep the "
+                             "calls in between (SNCL_RETRY=0 on some rank?)", lowSeq + 1, highSeq + 1);
   } else if (!links.empty()) {
     std::string unreachable;
     const bool routed = markDown(comm, links, &unreachable);
@@ -230,13 +261,10 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
       d.code = snclSuccess;
       text = fmt::format("link(s) {} lost; rerouting", linkList(g, links));
       if (!sameCall) {
-        text += fmt::format("; ranks still in call #{} are caught up first", lowSeq + 1);
+        text += fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highSeq + 1);
         d.seq = lowSeq;
-        for (int r = 0; r < n; ++r) {
-          if (!have[r]) continue;
-          if (reports[r].seq == lowSeq) d.laggards[r / 64] |= uint64_t(1) << (r % 64);
-          else if (d.forwarder < 0) d.forwarder = r;
-        }
+        d.oldest = highSeq;
+        writePlans(&d, plans);
       }
     } else {
       d.verdict = int32_t(Verdict::LinkLost);
@@ -256,7 +284,7 @@ Result coordinate(snclComm* comm, const Message& mine, std::vector<int> dead, De
   setText(&d, text);
   for (int r = 0; r < n; ++r)
     if (have[r] && r != comm->rank) sendTo(comm, r, d, deadline);
-  readDecision(d, comm->nranks, out);
+  readDecision(d, out);
   out->links = links;
   out->deadRanks = dead;
   out->message = text;
@@ -301,7 +329,7 @@ Result follow(snclComm* comm, const Message& mine, std::vector<int> dead, Deadli
                   comm->rank, coordinator, comm->timeoutMs);
     usleep(500);
   }
-  readDecision(m, comm->nranks, out);
+  readDecision(m, out);
   out->links.clear();
   out->deadRanks.clear();
   readLists(m, &out->links, &out->deadRanks);
@@ -354,7 +382,7 @@ bool faultPoll(snclComm* comm) {
 }
 
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
-                  bool servesPrevious, Decision* out) {
+                  const Plan& plan, Decision* out) {
   FaultState& f = comm->fault;
   const uint32_t round = f.round++;
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
@@ -368,7 +396,10 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   mine.code = cause;
   mine.canRetry = canRetry ? 1 : 0;
   mine.seq = seq;
-  mine.serves = servesPrevious ? 1 : 0;
+  mine.oldest = oldestKept(comm, seq);
+  std::vector<std::pair<uint64_t, Plan>> plans;
+  keptPlans(comm, seq, plan, &plans);
+  writePlans(&mine, plans);
   std::vector<uint32_t> links;
   std::vector<int> dead;
   observe(comm, &links, &dead);

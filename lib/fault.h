@@ -13,10 +13,12 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/clock.h"
 #include "lib/error.h"
+#include "lib/planner.h"
 #include "sncl/sncl_ext.h"
 
 struct snclComm;
@@ -36,13 +38,12 @@ struct Decision {
   std::vector<uint32_t> links;  // lost links, agreed
   std::vector<int> deadRanks;   // lost ranks, agreed
   std::string message;          // names the link or the ranks
-  // Ranks were one call apart: catchUpSeq is the call that laggards are still in and the
-  // others finished; the others help them finish it (lib/catch_up.h) before re-running
-  // their own. forwarder: the lowest rank that finished it.
+  // Ranks were in calls catchUpSeq..highSeq: every call from catchUpSeq on is run once
+  // more by every rank, each on the plan pinned here (lib/catch_up.h).
   static constexpr uint64_t kNoCatchUp = UINT64_MAX;
   uint64_t catchUpSeq = kNoCatchUp;
-  int forwarder = -1;
-  std::vector<int> laggards;
+  uint64_t highSeq = 0;
+  std::vector<std::pair<uint64_t, Plan>> plans;
 };
 
 struct FaultState {
@@ -75,10 +76,10 @@ bool faultPoll(snclComm* comm);
 // Runs one recovery round for the call with sequence number seq. cause: the call's own
 // failure (snclSuccess when pulled in or when it finished but its transport saw a fault),
 // causeText its message. Bounded by the comm's deadline.
-// canRetry: this rank can re-run the call (SNCL_RETRY on, attempts left); servesPrevious:
-// it kept what ranks still in call seq-1 need to finish it (lib/catch_up.h).
+// canRetry: this rank can re-run the call (SNCL_RETRY on, attempts left); plan: the
+// call's (the rank's kept calls and their plans come from lib/catch_up.h).
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
-                  bool servesPrevious, Decision* out);
+                  const Plan& plan, Decision* out);
 // True when this rank's own transport says it is dead (killed): it takes no part.
 bool faultSelfDead(snclComm* comm);
 // Applies a Retry decision (its links are down in the topology already): transports reset

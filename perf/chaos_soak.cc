@@ -181,16 +181,24 @@ int runCall(snclComm_t comm, int rank, int nranks, int index, const Call& c, std
   return wrong;
 }
 
+// Calls of the injector after a link's "up" before another link goes down: a link back up
+// reaches the graph at the first collective no rank had planned yet (docs/bus.md), a few
+// calls later, and two links of one endpoint down at once leave it no route.
+constexpr int kUpSettleCalls = 12;
+
 // The injector's next fault: at most one link down at a time, so a route always exists.
 std::string drawFault(std::mt19937_64& rng, const Options& o, const std::vector<std::string>& kinds,
-                      std::string* downLink) {
+                      std::string* downLink, int call, int* lastUp) {
   if (!downLink->empty()) {
     std::string spec = "link=" + *downLink + ":up";
     downLink->clear();
+    *lastUp = call;
     return spec;
   }
-  const std::string& kind = kinds[rng() % kinds.size()];
+  std::string kind = kinds[rng() % kinds.size()];
   const std::string& link = o.links[rng() % o.links.size()];
+  if (kind == "down" && call - *lastUp < kUpSettleCalls) kind = kinds.size() > 1 ? "degrade" : "";
+  if (kind.empty()) return "";
   if (kind == "down") {
     *downLink = link;
     return "link=" + link + ":down";
@@ -211,19 +219,20 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   std::mt19937_64 calls(seed), faults(seed * 7919 + 1);
   const std::vector<std::string> kinds = splitList(o.faults);
   std::string downLink;
+  int lastUp = -kUpSettleCalls;
   std::vector<char> in(o.maxBytes + 64), out(o.maxBytes * 2 + 64);
   const auto start = std::chrono::steady_clock::now();
   uint64_t reroutes = 0;
   for (int i = 0; i < o.calls; ++i) {
     const Call c = drawCall(calls, o, o.ranks);
     if (rank == o.injector && !kinds.empty() && std::uniform_real_distribution<double>(0, 1)(faults) < o.faultRate) {
-      const std::string spec = drawFault(faults, o, kinds, &downLink);
-      if (snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
+      const std::string spec = drawFault(faults, o, kinds, &downLink, i, &lastUp);
+      if (!spec.empty() && snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
         snprintf(rep->firstError, sizeof(rep->firstError), "inject %s: %s", spec.c_str(), snclGetLastError(comm));
         ++rep->errors;
         break;
       }
-      ++rep->faultsInjected;
+      rep->faultsInjected += !spec.empty();
     }
     const int wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
     if (wrong < 0) {
