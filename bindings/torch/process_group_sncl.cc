@@ -34,46 +34,70 @@ at::Tensor& single(Tensors& ts, const char* what) {
 size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 char* ptr(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
-// Reductions need a dtype sncl has; bool only under MIN and MAX (as bytes, 0 or 1).
-snclDataType_t reduceType(at::ScalarType t, c10d::ReduceOp::RedOpType op, const char* what) {
+// The sncl dtype of a reduction, or false when sncl has none for it (int16, bool sums).
+bool reduceType(at::ScalarType t, c10d::ReduceOp::RedOpType op, snclDataType_t* out) {
   switch (t) {
-    case at::kFloat: return snclFloat32;
-    case at::kDouble: return snclFloat64;
-    case at::kHalf: return snclFloat16;
-    case at::kBFloat16: return snclBfloat16;
-    case at::kChar: return snclInt8;
-    case at::kByte: return snclUint8;
-    case at::kInt: return snclInt32;
-    case at::kLong: return snclInt64;
-    case at::kBool:
-      if (op == c10d::ReduceOp::MIN || op == c10d::ReduceOp::MAX) return snclUint8;
-      break;
-    default: break;
+    case at::kFloat: *out = snclFloat32; return true;
+    case at::kDouble: *out = snclFloat64; return true;
+    case at::kHalf: *out = snclFloat16; return true;
+    case at::kBFloat16: *out = snclBfloat16; return true;
+    case at::kChar: *out = snclInt8; return true;
+    case at::kByte: *out = snclUint8; return true;
+    case at::kInt: *out = snclInt32; return true;
+    case at::kLong: *out = snclInt64; return true;
+    case at::kBool:  // as bytes, 0 or 1
+      *out = snclUint8;
+      return op == c10d::ReduceOp::MIN || op == c10d::ReduceOp::MAX;
+    default: return false;
   }
-  TORCH_CHECK(false, "sncl ", what, ": dtype ", c10::toString(t),
-              " is not supported for this reduction (sncl reduces float32, float64, float16, bfloat16, int8, "
-              "uint8, int32, int64; bool with MIN and MAX)");
 }
 
 const char* opName(c10d::ReduceOp::RedOpType op) {
   switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
     case c10d::ReduceOp::BAND: return "BAND";
     case c10d::ReduceOp::BOR: return "BOR";
     case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
     default: return "UNUSED";
   }
 }
 
-// The sncl op, and for PREMUL_SUM the factor (one element of the tensors' dtype).
+// The sncl op, and for PREMUL_SUM the factor (one element of the tensors' dtype). local:
+// sncl lacks the op or dtype (bitwise ops, int16, bool sums), so the job all-gathers the
+// inputs and reduces them here, as gloo would: n times the traffic, same result.
 struct RedOp {
   snclRedOp_t op = snclSum;
   snclDataType_t type = snclFloat32;
   at::Tensor factor;
+  bool local = false;
+  c10d::ReduceOp::RedOpType kind = c10d::ReduceOp::SUM;
 };
 
 RedOp redOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   RedOp r;
-  r.type = reduceType(dtype, op.op_, what);
+  r.kind = op.op_;
+  const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR || op.op_ == c10d::ReduceOp::BXOR;
+  const bool integral = at::isIntegralType(dtype, /*includeBool=*/true);
+  if (bitwise) {
+    TORCH_CHECK(integral, "sncl ", what, ": reduce op ", opName(op.op_), " takes integer or bool tensors, got ",
+                c10::toString(dtype));
+    r.local = true;
+    return r;
+  }
+  if (!reduceType(dtype, op.op_, &r.type)) {
+    const bool localOp = op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::PRODUCT ||
+                         op.op_ == c10d::ReduceOp::MIN || op.op_ == c10d::ReduceOp::MAX;
+    TORCH_CHECK(integral && localOp, "sncl ", what, ": dtype ", c10::toString(dtype), " is not supported for reduce op ",
+                opName(op.op_), " (sncl reduces float32, float64, float16, bfloat16, int8, uint8, int32, int64; "
+                "int16 and bool with SUM, PRODUCT, MIN, MAX and the bitwise ops)");
+    r.local = true;
+    return r;
+  }
   switch (op.op_) {
     case c10d::ReduceOp::SUM: r.op = snclSum; break;
     case c10d::ReduceOp::AVG: r.op = snclAvg; break;
@@ -91,10 +115,28 @@ RedOp redOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
       break;
     }
     default:
-      TORCH_CHECK(false, "sncl ", what, ": reduce op ", opName(op.op_),
-                  " is not supported (SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM are)");
+      TORCH_CHECK(false, "sncl ", what, ": reduce op ", opName(op.op_), " is not supported");
   }
   return r;
+}
+
+// Row i of all is rank i's input; returns their reduction (one row).
+at::Tensor reduceRows(const at::Tensor& all, c10d::ReduceOp::RedOpType kind) {
+  const bool isBool = all.scalar_type() == at::kBool;
+  switch (kind) {
+    case c10d::ReduceOp::SUM: return isBool ? all.any(0) : all.sum(0).to(all.scalar_type());  // wraps like sncl
+    case c10d::ReduceOp::PRODUCT: return isBool ? all.all(0) : all.prod(0).to(all.scalar_type());
+    case c10d::ReduceOp::MIN: return isBool ? all.all(0) : std::get<0>(all.min(0));
+    case c10d::ReduceOp::MAX: return isBool ? all.any(0) : std::get<0>(all.max(0));
+    default: break;
+  }
+  at::Tensor acc = all[0].clone();
+  for (int64_t i = 1; i < all.size(0); ++i) {
+    if (kind == c10d::ReduceOp::BAND) acc.bitwise_and_(all[i]);
+    else if (kind == c10d::ReduceOp::BOR) acc.bitwise_or_(all[i]);
+    else acc.bitwise_xor_(all[i]);
+  }
+  return acc;
 }
 
 // Waits for what the job queued; the stream holds only this job's calls.
@@ -109,6 +151,15 @@ snclResult_t withOp(snclComm_t comm, const RedOp& r, F&& calls) {
   if (res != snclSuccess) return res;
   res = calls(op);
   snclRedOpDestroy(op, comm);
+  return res;
+}
+
+// A local reduction (RedOp::local) of every rank's flat: all-gathered, reduced here.
+snclResult_t gatherReduce(const at::Tensor& flat, const RedOp& r, int n, snclComm_t comm, snclStream_t s,
+                          at::Tensor* out) {
+  at::Tensor all = at::empty({n, flat.numel()}, flat.options());
+  const snclResult_t res = synced(snclAllGather(ptr(flat), ptr(all), bytesOf(flat), snclUint8, comm, s), s);
+  if (res == snclSuccess) *out = reduceRows(all, r.kind);
   return res;
 }
 
@@ -179,11 +230,13 @@ ProcessGroupSNCL::ProcessGroupSNCL(const c10::intrusive_ptr<c10d::Store>& store,
     TORCH_CHECK(false, "sncl: snclStreamCreate failed: ", snclGetLastError(nullptr));
   }
   issuer_ = std::make_unique<Issuer>(comm_, stream_);
+  p2p_ = std::make_shared<P2pQueue>(rank, comm_, issuer_.get());
 }
 
 ProcessGroupSNCL::~ProcessGroupSNCL() {
   // Finishing queued work may complete futures whose Python callbacks need the GIL, and
   // the last reference often drops in Python: release the GIL while the issuer drains.
+  p2p_->close();
   if (Py_IsInitialized() && PyGILState_Check()) {
     PyThreadState* state = PyEval_SaveThread();
     issuer_.reset();
@@ -197,6 +250,7 @@ ProcessGroupSNCL::~ProcessGroupSNCL() {
 
 ProcessGroupSNCL::Ptr ProcessGroupSNCL::submit(c10d::OpType type, const char* what, Tensors outputs, JobFn job) {
   auto work = c10::make_intrusive<WorkSNCL>(rank_, type, std::move(outputs));
+  p2p_->flush(std::string("the next collective call (") + what + ")");  // a call runs after the p2p posted before it
   issuer_->submit(work, what, std::move(job));
   return work;
 }
@@ -215,7 +269,14 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::allreduce(Tensors& tensors, const c10d::
   at::Tensor t = single(tensors, "allreduce");
   const RedOp r = redOp(opts.reduceOp, t.scalar_type(), "allreduce");
   snclComm_t comm = comm_;
+  const int n = size_;
   return submit(c10d::OpType::ALLREDUCE, "allreduce", tensors, [=](snclStream_t s) {
+    if (r.local) {
+      at::Tensor sum;
+      const snclResult_t e = gatherReduce(t.reshape({-1}), r, n, comm, s, &sum);
+      if (e == snclSuccess) t.copy_(sum.view(t.sizes()));
+      return e;
+    }
     return withOp(comm, r, [&](snclRedOp_t op) {
       return synced(snclAllReduce(ptr(t), ptr(t), t.numel(), r.type, op, comm, s), s);
     });
@@ -232,7 +293,21 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::allreduce_coalesced(Tensors& tensors,
   const RedOp r = redOp(opts.reduceOp, tensors[0].scalar_type(), "allreduce_coalesced");
   snclComm_t comm = comm_;
   Tensors ts = tensors;
+  const int n = size_;
   return submit(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, [=](snclStream_t s) {
+    if (r.local) {
+      Tensors parts;
+      for (const auto& t : ts) parts.push_back(t.reshape({-1}));
+      at::Tensor flat = at::cat(parts);
+      at::Tensor sum;
+      const snclResult_t e = gatherReduce(flat, r, n, comm, s, &sum);
+      int64_t off = 0;
+      for (const auto& t : ts) {
+        if (e == snclSuccess) t.copy_(sum.narrow(0, off, t.numel()).view(t.sizes()));
+        off += t.numel();
+      }
+      return e;
+    }
     return withOp(comm, r, [&](snclRedOp_t op) {
       return synced(grouped([&] {
                       for (const auto& t : ts) {
@@ -253,7 +328,14 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::reduce(Tensors& tensors, const c10d::Red
   const RedOp r = redOp(opts.reduceOp, t.scalar_type(), "reduce");
   snclComm_t comm = comm_;
   const bool isRoot = rank_ == root;
+  const int n = size_;
   return submit(c10d::OpType::REDUCE, "reduce", tensors, [=](snclStream_t s) {
+    if (r.local) {
+      at::Tensor sum;
+      const snclResult_t e = gatherReduce(t.reshape({-1}), r, n, comm, s, &sum);
+      if (e == snclSuccess && isRoot) t.copy_(sum.view(t.sizes()));
+      return e;
+    }
     return withOp(comm, r, [&](snclRedOp_t op) {
       return synced(snclReduce(ptr(t), isRoot ? ptr(t) : nullptr, t.numel(), r.type, op, root, comm, s), s);
     });
@@ -286,6 +368,38 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::_allgather_base(at::Tensor& output, at::
   snclComm_t comm = comm_;
   return submit(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {out}, [=](snclStream_t s) {
     return synced(snclAllGather(ptr(in), ptr(out), bytesOf(in), snclUint8, comm, s), s);
+  });
+}
+
+ProcessGroupSNCL::Ptr ProcessGroupSNCL::allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                                                            const c10d::AllgatherOptions&) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "sncl allgather_coalesced: needs one output list per input, got ",
+              outputs.size(), " lists for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkDense(inputs[i], "allgather_coalesced");
+    checkList(outputs[i], size_, inputs[i], "allgather_coalesced");
+  }
+  Tensors ins = inputs;
+  std::vector<Tensors> outs = outputs;
+  Tensors all;
+  for (const auto& o : outs) all.insert(all.end(), o.begin(), o.end());
+  snclComm_t comm = comm_;
+  const int n = size_;
+  return submit(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all, [=](snclStream_t s) mutable {
+    Tensors flats;
+    for (const auto& in : ins) flats.push_back(at::empty({n * in.numel()}, in.options()));
+    const snclResult_t r = synced(grouped([&] {
+                                    for (size_t i = 0; i < ins.size(); ++i) {
+                                      const snclResult_t e = snclAllGather(ptr(ins[i]), ptr(flats[i]),
+                                                                           bytesOf(ins[i]), snclUint8, comm, s);
+                                      if (e != snclSuccess) return e;
+                                    }
+                                    return snclSuccess;
+                                  }),
+                                  s);
+    if (r == snclSuccess)
+      for (size_t i = 0; i < ins.size(); ++i) unpackList(flats[i], outs[i]);
+    return r;
   });
 }
 
@@ -346,16 +460,48 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::reduce_scatter(Tensors& outputs, std::ve
                                                        const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "sncl reduce_scatter: takes one input list per call, got ", inputs.size());
-  checkList(inputs[0], size_, out, "reduce_scatter");
-  const RedOp r = redOp(opts.reduceOp, out.scalar_type(), "reduce_scatter");
   Tensors ins = inputs[0];
+  TORCH_CHECK(static_cast<int>(ins.size()) == size_, "sncl reduce_scatter: the input list needs ", size_,
+              " tensors (one per rank), got ", ins.size());
+  // Uneven inputs (block p as long on every rank, block rank as long as the output) are
+  // served too: each block is then reduced to its rank.
+  bool even = true;
+  for (const auto& t : ins) {
+    checkCpu(t, "reduce_scatter");
+    TORCH_CHECK(t.scalar_type() == out.scalar_type(), "sncl reduce_scatter: every input must have the output's dtype");
+    even = even && t.numel() == out.numel();
+  }
+  TORCH_CHECK(ins[rank_].numel() == out.numel(), "sncl reduce_scatter: input ", rank_, " has ", ins[rank_].numel(),
+              " elements, the output ", out.numel());
+  const RedOp r = redOp(opts.reduceOp, out.scalar_type(), "reduce_scatter");
   snclComm_t comm = comm_;
-  const int n = size_;
+  const int n = size_, me = rank_;
   return submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [=](snclStream_t s) {
-    at::Tensor flat = at::empty({n * out.numel()}, out.options());
-    packList(ins, flat);
+    Tensors flatIns;
+    for (const auto& t : ins) flatIns.push_back(t.contiguous().reshape({-1}));
+    int64_t off = 0;
+    for (int p = 0; p < me; ++p) off += flatIns[p].numel();
+    if (r.local) {
+      at::Tensor sum;
+      const snclResult_t e = gatherReduce(at::cat(flatIns), r, n, comm, s, &sum);
+      if (e == snclSuccess) out.copy_(sum.narrow(0, off, out.numel()).view(out.sizes()));
+      return e;
+    }
     return withOp(comm, r, [&](snclRedOp_t op) {
-      return synced(snclReduceScatter(ptr(flat), ptr(out), out.numel(), r.type, op, comm, s), s);
+      if (even) {
+        at::Tensor flat = at::cat(flatIns);
+        return synced(snclReduceScatter(ptr(flat), ptr(out), out.numel(), r.type, op, comm, s), s);
+      }
+      return synced(grouped([&] {
+                      for (int p = 0; p < n; ++p) {
+                        const at::Tensor& in = flatIns[p];
+                        const snclResult_t e =
+                            snclReduce(ptr(in), p == me ? ptr(out) : nullptr, in.numel(), r.type, op, p, comm, s);
+                        if (e != snclSuccess) return e;
+                      }
+                      return snclSuccess;
+                    }),
+                    s);
     });
   });
 }
@@ -369,7 +515,14 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::_reduce_scatter_base(at::Tensor& output,
   const RedOp r = redOp(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
   at::Tensor in = input, out = output;
   snclComm_t comm = comm_;
+  const int n = size_, me = rank_;
   return submit(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {out}, [=](snclStream_t s) {
+    if (r.local) {
+      at::Tensor sum;
+      const snclResult_t e = gatherReduce(in, r, n, comm, s, &sum);
+      if (e == snclSuccess) out.copy_(sum.narrow(0, me * out.numel(), out.numel()).view(out.sizes()));
+      return e;
+    }
     return withOp(comm, r, [&](snclRedOp_t op) {
       return synced(snclReduceScatter(ptr(in), ptr(out), out.numel(), r.type, op, comm, s), s);
     });
@@ -480,24 +633,22 @@ ProcessGroupSNCL::Ptr ProcessGroupSNCL::alltoall(Tensors& outputs, Tensors& inpu
   });
 }
 
-// Tags are not matched: sends and receives between two ranks pair in posting order.
-ProcessGroupSNCL::Ptr ProcessGroupSNCL::send(Tensors& tensors, int dstRank, int) {
+// Queued: see p2p_queue.h for when they are issued and how tags pair them.
+ProcessGroupSNCL::Ptr ProcessGroupSNCL::send(Tensors& tensors, int dstRank, int tag) {
   at::Tensor t = single(tensors, "send");
   checkRank(dstRank, size_, "send");
-  snclComm_t comm = comm_;
-  return submit(c10d::OpType::SEND, "send", tensors, [=](snclStream_t s) {
-    return synced(snclSend(ptr(t), bytesOf(t), snclUint8, dstRank, comm, s), s);
-  });
+  return p2p_->post(true, t, dstRank, tag);
 }
 
-ProcessGroupSNCL::Ptr ProcessGroupSNCL::recv(Tensors& tensors, int srcRank, int) {
+ProcessGroupSNCL::Ptr ProcessGroupSNCL::recv(Tensors& tensors, int srcRank, int tag) {
   at::Tensor t = single(tensors, "recv");
   checkRank(srcRank, size_, "recv");
-  snclComm_t comm = comm_;
-  return submit(c10d::OpType::RECV, "recv", tensors, [=](snclStream_t s) {
-    return synced(snclRecv(ptr(t), bytesOf(t), snclUint8, srcRank, comm, s), s);
-  });
+  return p2p_->post(false, t, srcRank, tag);
 }
+
+void ProcessGroupSNCL::startCoalescing() { p2p_->flush("the start of a coalescing block"); }
+
+void ProcessGroupSNCL::endCoalescing(std::vector<Ptr>&) { p2p_->flush("the end of a coalescing block"); }
 
 ProcessGroupSNCL::Ptr ProcessGroupSNCL::barrier(const c10d::BarrierOptions&) {
   snclComm_t comm = comm_;

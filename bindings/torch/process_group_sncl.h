@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 
+#include "bindings/torch/p2p_queue.h"
 #include "bindings/torch/work_queue.h"
 #include "sncl/sncl.h"
 
@@ -42,6 +43,10 @@ class ProcessGroupSNCL : public c10d::ProcessGroup {
   Ptr send(Tensors& tensors, int dstRank, int tag) override;
   Ptr recv(Tensors& tensors, int srcRank, int tag) override;
   Ptr barrier(const c10d::BarrierOptions& opts) override;
+  Ptr allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override;
+  // batch_isend_irecv: the ops of the block are issued as one batch at its end.
+  void startCoalescing() override;
+  void endCoalescing(std::vector<Ptr>& reqs) override;
 
  private:
   // Queues job for the issuer; outputs become the Work's result and Future value.
@@ -50,6 +55,7 @@ class ProcessGroupSNCL : public c10d::ProcessGroup {
   snclComm_t comm_ = nullptr;
   snclStream_t stream_ = nullptr;
   std::unique_ptr<Issuer> issuer_;
+  std::shared_ptr<P2pQueue> p2p_;  // isend/irecv until flushed (before every other call)
 };
 
 }  // namespace sncl_torch

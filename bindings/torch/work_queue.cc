@@ -20,6 +20,21 @@ void WorkSNCL::complete(std::exception_ptr error) {
     future_->markCompleted(c10::IValue(outputs_));
 }
 
+bool WorkSNCL::isCompleted() {
+  demand();
+  return c10d::Work::isCompleted();
+}
+
+bool WorkSNCL::wait(std::chrono::milliseconds timeout) {
+  demand();
+  return c10d::Work::wait(timeout);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkSNCL::getFuture() {
+  demand();
+  return future_;
+}
+
 Issuer::Issuer(snclComm_t comm, snclStream_t stream) : comm_(comm), stream_(stream) {
   thread_ = std::thread([this] { serve(); });
 }
@@ -62,7 +77,8 @@ void Issuer::serve() {
     } catch (...) {
       error = std::current_exception();
     }
-    job.work->complete(error);
+    if (job.work) job.work->complete(error);  // a job without one failed its own Works
+
   }
 }
 

@@ -26,19 +26,29 @@ class WorkSNCL : public c10d::Work {
   WorkSNCL(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
 
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A queued isend/irecv is issued only when someone asks for it (see p2p_queue.h), so
+  // these first run the hook that flushes the queue.
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  void setDemandHook(std::function<void()> hook) { demand_ = std::move(hook); }
 
   // Called once by the issuer: marks the Work done (wait() returns or rethrows) and
   // completes the Future with the output tensors or the error.
   void complete(std::exception_ptr error);
 
  private:
+  void demand() {
+    if (demand_) demand_();
+  }
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::function<void()> demand_;
 };
 
 // A job: queues sncl calls on the stream and synchronizes it; returns the sncl result.
-// It may throw (a c10::Error from a copy), which fails its Work the same way.
+// It may throw (a c10::Error from a copy), which fails its Work the same way. A job
+// submitted without a Work (a batch of isend/irecv) completes its Works itself.
 using JobFn = std::function<snclResult_t(snclStream_t)>;
 
 class Issuer {

@@ -2,11 +2,16 @@
 backend serves, on the same inputs, must give gloo's results (inputs are small integers,
 so floating sums are exact in any order). Also: asynchronous Works and futures, clear
 errors for unsupported dtypes and ops, and a lost rank surfacing as an exception.
+--ops goes through every op of torch.distributed (test_torch_ops.py); --p2p through
+isend/irecv with tags on 4 processes (SNCL_TEST_WORLD=n for another count), and
+--p2p-mismatch through receives that meet another tag's message of another size.
 
-  PYTHONPATH=<build>/python /usr/bin/python3 test_torch_backend.py [--collectives | --lost-rank]
+  PYTHONPATH=<build>/python /usr/bin/python3 test_torch_backend.py \
+      [--collectives | --ops | --p2p | --p2p-mismatch | --lost-rank]
 Exits 77 (skipped) when torch is not installed."""
 import datetime
 import os
+import random
 import sys
 import tempfile
 import time
@@ -181,8 +186,8 @@ def run_collectives(rank):
 
     # Unsupported dtype and op: Python errors naming them.
     for what, call, word in [
-        ("int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), "Short"),
-        ("BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=R.BAND), "BAND"),
+        ("int16 AVG", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16), op=R.AVG), "AVG"),
+        ("float BAND", lambda: dist.all_reduce(torch.ones(4), op=R.BAND), "BAND"),
     ]:
         try:
             call()
@@ -193,13 +198,128 @@ def run_collectives(rank):
     dist.barrier()
 
 
-def worker(rank, init, mode, result):
+def ring_exchange(rank, world, sizes, tags, recv_order, name, dtype=torch.float32, batch=False):
+    """Each rank isends len(tags) tensors with distinct tags to its right, irecvs them from
+    its left posted in recv_order, then waits on all in a shuffled order."""
+    right, left = (rank + 1) % world, (rank - 1) % world
+    ops, works, bufs = [], [], {}
+    for sz, tag in zip(sizes, tags):
+        ops.append(dist.P2POp(dist.isend, data(rank, sz, dtype, tag), right, tag=tag))
+    for i in recv_order:
+        bufs[i] = torch.full((sizes[i],), 99, dtype=dtype)
+        ops.append(dist.P2POp(dist.irecv, bufs[i], left, tag=tags[i]))
+    if batch:
+        works = dist.batch_isend_irecv(ops)
+    else:
+        works = [o.op(o.tensor, o.peer, tag=o.tag) for o in ops]
+    random.Random(rank).shuffle(works)
+    for w in works:
+        w.wait()
+    for i, (sz, tag) in enumerate(zip(sizes, tags)):
+        check(f"{name}: message of tag {tag} ({sz} elements)", bufs[i], data(left, sz, dtype, tag))
+
+
+def run_p2p(rank, world):
+    rng = random.Random(17)  # the same draws on every rank
+    # The ring at 16 MiB: isend right, irecv left, wait on the send first.
+    n = 4 << 20
+    got = torch.zeros(n)
+    right, left = (rank + 1) % world, (rank - 1) % world
+    ws = [dist.isend(data(rank, n, torch.float32, 1), right), dist.irecv(got, left)]
+    for w in ws:
+        w.wait()
+    check("ring 16 MiB", got, data(left, n, torch.float32, 1))
+
+    # Distinct tags, receives posted in another order: equal sizes (a swap would go
+    # unnoticed by sncl) and random ones (odd, prime, zero, large).
+    ring_exchange(rank, world, [1001] * 4, [4, 1, 3, 2], [3, 1, 0, 2], "equal sizes, reversed receives")
+    choices = [0, 1, 2, 7, 13, 997, 4099, 65537, (1 << 20) + 3]
+    for rnd in range(4):
+        k = rng.randint(1, 6)
+        tags = rng.sample(range(1000), k)
+        sizes = [rng.choice(choices) for _ in range(k)]
+        ring_exchange(rank, world, sizes, tags, rng.sample(range(k), k), f"random round {rnd}",
+                      dtype=rng.choice([torch.float32, torch.int64, torch.uint8, torch.float16]))
+    ring_exchange(rank, world, [5, 0, 1 << 20], [7, 8, 9], [2, 0, 1], "batch_isend_irecv", batch=True)
+
+    # The ranks flush at different moments. Pairs (0,1), (2,3): the even rank sends tags 1
+    # and 2 and waits on both; the odd rank waits on tag 2 before it posts tag 1. Then the
+    # other way: the odd rank sends tag 2 and waits, then tag 1; the even rank posts tag 1,
+    # then tag 2, and waits on both. 4 MiB each, more than a send can leave in the transport.
+    m = (1 << 20) + 1
+    if world % 2 == 0:
+        peer = rank ^ 1
+        if rank % 2 == 0:
+            ws = [dist.isend(data(rank, m, torch.float32, t), peer, tag=t) for t in (1, 2)]
+            for w in ws:
+                w.wait()
+            bufs = [torch.zeros(m), torch.zeros(m)]
+            ws = [dist.irecv(bufs[0], peer, tag=1), dist.irecv(bufs[1], peer, tag=2)]
+            for w in ws:
+                w.wait()
+            check("late sender: tag 1", bufs[0], data(peer, m, torch.float32, 1))
+            check("late sender: tag 2", bufs[1], data(peer, m, torch.float32, 2))
+        else:
+            for t in (2, 1):
+                b = torch.zeros(m)
+                dist.irecv(b, peer, tag=t).wait()
+                check(f"early waiter: tag {t}", b, data(peer, m, torch.float32, t))
+            for t in (2, 1):
+                dist.isend(data(rank, m, torch.float32, t), peer, tag=t).wait()
+
+    # Posted p2p is issued before the next collective; blocking send/recv with tags.
+    b = torch.zeros(333)
+    ws = [dist.irecv(b, left, tag=5), dist.isend(data(rank, 333, torch.float32, 5), right, tag=5)]
+    s = torch.ones(8)
+    dist.all_reduce(s)
+    for w in ws:
+        w.wait()
+    check("isend/irecv around all_reduce", b, data(left, 333, torch.float32, 5))
+    check("all_reduce after isend/irecv", s, torch.full((8,), float(world)))
+    if rank % 2 == 0 and rank + 1 < world:
+        dist.send(data(rank, 31, torch.int32, 3), rank + 1, tag=3)
+        dist.send(data(rank, 37, torch.int32, 4), rank + 1, tag=4)
+    elif rank % 2 == 1:
+        for t, k in ((3, 31), (4, 37)):
+            b = torch.zeros(k, dtype=torch.int32)
+            dist.recv(b, rank - 1, tag=t)
+            check(f"blocking recv tag {t}", b, data(rank - 1, k, torch.int32, t))
+
+
+def run_p2p_mismatch(rank):
+    """The receiver waits on tag 2 before posting tag 1, and the sizes differ: its receive
+    meets tag 1's message and must fail naming itself, not hang or deliver it."""
+    if rank == 0:
+        ws = [dist.isend(torch.ones(10), 1, tag=1), dist.isend(torch.ones(20), 1, tag=2)]
+        for w in ws:
+            try:
+                w.wait()
+            except RuntimeError:
+                pass  # the pair failed: whether a send saw it depends on timing
+        return
+    t0 = time.time()
+    b = torch.zeros(20)
+    try:
+        dist.irecv(b, 0, tag=2).wait()
+        failures.append("irecv of tag 2 met tag 1's message of another size and did not fail")
+    except RuntimeError as e:
+        msg = str(e)
+        if "irecv from rank 0 (tag 2" not in msg or "another tag" not in msg:
+            failures.append(f"the error does not name the receive and the cause: {msg}")
+        print(f"rank 1: failed after {time.time() - t0:.1f} s: {msg.splitlines()[0][:300]}")
+    if time.time() - t0 > 20:
+        failures.append("the mismatch surfaced only at the deadline")
+    if not torch.equal(b, torch.zeros(20)):
+        failures.append("the failed receive wrote into its tensor")
+
+
+def worker(rank, init, mode, world, result):
     os.environ.setdefault("SNCL_SOCKET_IFNAME", "lo")
     warnings.filterwarnings("ignore", category=UserWarning)  # torch's deprecation notes
     import sncl_torch  # noqa: F401  registers "sncl"; after torch
     try:
         if mode == "lost-rank":
-            dist.init_process_group("sncl", init_method=init, rank=rank, world_size=WORLD,
+            dist.init_process_group("sncl", init_method=init, rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=10))
             dist.barrier()
             if rank == 1:
@@ -214,9 +334,24 @@ def worker(rank, init, mode, result):
             result.close()
             result.join_thread()  # flushed before the hard exit below
             os._exit(0)  # the group's peer is gone: no orderly shutdown to wait for
-        dist.init_process_group("sncl", init_method=init, rank=rank, world_size=WORLD)
+        if mode == "p2p-mismatch":
+            dist.init_process_group("sncl", init_method=init, rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=30))
+            run_p2p_mismatch(rank)
+            result.put((rank, failures))
+            result.close()
+            result.join_thread()
+            os._exit(0)  # the pair failed on purpose: no orderly shutdown to wait for
+        dist.init_process_group("sncl", init_method=init, rank=rank, world_size=world)
         both.gloo = dist.new_group(backend="gloo")
-        run_collectives(rank)
+        if mode == "collectives":
+            run_collectives(rank)
+        elif mode == "ops":
+            import test_torch_ops
+            test_torch_ops.run(rank, world, failures, check, data)
+        else:
+            run_p2p(rank, world)
+        dist.barrier()
         dist.destroy_process_group()
     except Exception:
         failures.append(traceback.format_exc())
@@ -224,7 +359,9 @@ def worker(rank, init, mode, result):
 
 
 def main():
-    mode = "lost-rank" if "--lost-rank" in sys.argv else "collectives"
+    modes = {"collectives": 2, "ops": 2, "p2p": 4, "p2p-mismatch": 2, "lost-rank": 2}
+    mode = next((m for m in modes if f"--{m}" in sys.argv), "collectives")
+    world = int(os.environ.get("SNCL_TEST_WORLD", modes[mode]))
     try:
         import sncl_torch  # noqa: F401
     except ImportError as e:
@@ -234,10 +371,10 @@ def main():
         init = f"file://{tmp}/rendezvous"
         ctx = mp.get_context("spawn")
         result = ctx.Queue()
-        procs = [ctx.Process(target=worker, args=(r, init, mode, result)) for r in range(WORLD)]
+        procs = [ctx.Process(target=worker, args=(r, init, mode, world, result)) for r in range(world)]
         for p in procs:
             p.start()
-        wanted = 1 if mode == "lost-rank" else WORLD
+        wanted = 1 if mode == "lost-rank" else world
         reports = [result.get(timeout=180) for _ in range(wanted)]
         for p in procs:
             p.join(timeout=60)
