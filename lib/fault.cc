@@ -193,10 +193,11 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   // Decide.
   std::vector<uint32_t> links;
   bool sameCall = true, canRetry = true;
-  int firstError = -1, heard = 0;
+  int firstError = -1;
+  std::vector<int> voters;
   for (int r = 0; r < n; ++r) {
     if (!have[r]) continue;
-    ++heard;
+    voters.push_back(r);
     std::vector<int> ignored;
     readLists(reports[r], &links, &ignored);
     sameCall &= reports[r].seq == mine.seq;
@@ -211,16 +212,11 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   d.nonce = mine.nonce;
   const topo::Graph& g = comm->topology->graph();
   std::string text;
-  if (!majority(heard, n)) {
+  if (!majority(int(voters.size()), n)) {
     d.verdict = int32_t(Verdict::CutOff);
     text = fmt::format("cut off from the majority of comm {}: fault round {} heard from {} of {} ranks (ranks {}), "
                        "a strict majority is {}; the others may go on without these ranks",
-                       comm->name, round, heard, n, [&] {
-                         std::vector<int> v;
-                         for (int r = 0; r < n; ++r)
-                           if (have[r]) v.push_back(r);
-                         return rankList(v);
-                       }(), n / 2 + 1);
+                       comm->name, round, voters.size(), n, rankList(voters), n / 2 + 1);
     links.clear();
     dead.clear();  // a minority decides nothing
   } else if (!dead.empty()) {
