@@ -261,8 +261,10 @@ SNCL_API snclResult_t snclCommRevoke(snclComm_t comm) {
   return snclSuccess;
 }
 
-// The lowest survivor makes the new comm's rendezvous root; its id travels over the old
-// bootstrap, whose connections among survivors outlive the lost ranks.
+// An agreement among the comm's ranks (lib/fault.cc, docs/faults.md): every rank gets the
+// same member list, or an error; a rank cut off from the majority never gets a comm of its
+// own. Argument errors are agreed on too (this rank still takes part), so that a mistake on
+// one rank fails all of them at once instead of at the deadline.
 SNCL_API snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
                                      snclConfig_t* config, int shrinkFlags) {
   constexpr const char* fn = "snclCommShrink";
@@ -271,43 +273,39 @@ SNCL_API snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int exc
   SNCL_CHECK(checkComm(comm, fn));
   if (comm->initResult.load() != snclSuccess)
     return fail(snclInvalidUsage, "{}: comm is not initialized ({})", fn, sncl::resultName(comm->initResult.load()));
-  if (shrinkFlags & ~SNCL_SHRINK_ABORT) return fail(snclInvalidArgument, "{}: unknown flags {:#x}", fn, shrinkFlags);
-  if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
-    return fail(snclInvalidArgument, "{}: excludeRanks is NULL for excludeCount {}", fn, excludeCount);
-  std::vector<int> excluded(excludeRanks, excludeRanks + (excludeRanks ? excludeCount : 0));
+  Result mine = snclSuccess;
+  if (shrinkFlags & ~SNCL_SHRINK_ABORT) mine = fail(snclInvalidArgument, "{}: unknown flags {:#x}", fn, shrinkFlags);
+  else if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
+    mine = fail(snclInvalidArgument, "{}: excludeRanks is NULL for excludeCount {}", fn, excludeCount);
   if (shrinkFlags & SNCL_SHRINK_ABORT) comm->fault.revoked.store(true);
   if (!sncl::commWaitIdle(comm, comm->timeoutMs))
     return fail(snclTimeout, "{}: calls in flight did not finish in {} ms (pass SNCL_SHRINK_ABORT)", fn,
                 comm->timeoutMs);
   std::lock_guard<std::mutex> lock(comm->runMutex);
-  if (!excludeRanks) excluded = comm->fault.deadRanks;
+  // NULL: the ranks the fault agreement found lost (the same list on every survivor).
+  std::vector<int> excluded = comm->fault.deadRanks;
+  if (excludeRanks && mine == snclSuccess) excluded.assign(excludeRanks, excludeRanks + excludeCount);
   for (int r : excluded) {
+    if (mine != snclSuccess) break;
     if (r < 0 || r >= comm->nranks)
-      return fail(snclInvalidArgument, "{}: excluded rank {} is out of range [0, {})", fn, r, comm->nranks);
-    if (r == comm->rank) return fail(snclInvalidArgument, "{}: rank {} excludes itself", fn, r);
+      mine = fail(snclInvalidArgument, "{}: excluded rank {} is out of range [0, {})", fn, r, comm->nranks);
+    else if (r == comm->rank)
+      mine = fail(snclInvalidArgument, "{}: rank {} excludes itself", fn, r);
   }
-  std::vector<int> members;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) members.push_back(r);
-  const int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   snclConfig_t childConfig;
-  SNCL_CHECK(splitConfig(comm, config, &childConfig));
-  const sncl::Deadline deadline = sncl::Deadline::afterMs(comm->timeoutMs);
-  const uint32_t tag = 0xfb000000u | (comm->fault.round & 0xffffffu);
-  SplitRoot root{};
-  if (newRank == 0) {
-    root.status = sncl::bootstrapCreateRoot(&root.id);
-    for (size_t i = 1; i < members.size(); ++i)
-      if (comm->bootstrap->send(members[i], tag, &root, sizeof(root), deadline) != snclSuccess)
-        sncl::log::warn("{}: rank {} cannot reach surviving rank {}: {}", fn, comm->rank, members[i], sncl::lastError());
-    SNCL_CHECK(static_cast<Result>(root.status));
-  } else {
-    SNCL_CHECK(comm->bootstrap->recv(members[0], tag, &root, sizeof(root), deadline));
-    if (root.status != snclSuccess)
-      return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous", fn, members[0]);
-  }
-  ++comm->fault.round;  // a later shrink of the same comm uses a tag of its own
-  return snclCommInitRankConfig(newcomm, int(members.size()), root.id, newRank, &childConfig);
+  if (mine == snclSuccess) mine = splitConfig(comm, config, &childConfig);
+  const std::string myMessage = mine == snclSuccess ? std::string() : sncl::lastError();
+  std::vector<int> members;
+  snclUniqueId root;
+  const Result agreed = sncl::faultAgreeMembers(comm, excluded, mine, myMessage, &members, &root);
+  if (mine != snclSuccess) return sncl::recordError(mine, myMessage);
+  if (agreed != snclSuccess) return agreed;
+  const int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  const Result r = snclCommInitRankConfig(newcomm, int(members.size()), root, newRank, &childConfig);
+  if (r != snclSuccess && r != snclInProgress)
+    return fail(r, "{}: rank {}: the agreed members of comm {} did not all join the new comm (one may have been cut "
+                "off meanwhile): {}", fn, comm->rank, comm->name, sncl::lastError());
+  return r;
 }
 
 SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {

@@ -30,6 +30,7 @@ enum class Verdict : int32_t {
   LinkLost = 1,  // a lost link left two ranks without a route
   RankLost = 2,  // ranks died or stopped answering
   Failed = 3,    // another error (or ranks in different calls): returned as it is
+  CutOff = 4,    // no strict majority of the comm's ranks took part: this rank decides nothing
 };
 
 struct Decision {
@@ -51,6 +52,7 @@ struct FaultState {
   int maxAttempts = 3;      // of one call (a link may also fail during the re-run)
   uint32_t round = 0;       // recovery rounds so far, equal on every rank
   uint32_t attempt = 0;     // transport resets so far (salts fresh transport resources)
+  uint32_t shrinks = 0;     // snclCommShrink calls so far: each is an agreement of its own
   bool broken = false;      // a lost rank or an unroutable link: later calls fail at once
   std::string brokenMessage;
   std::vector<int> deadRanks;      // agreed lost ranks (snclCommShrink's default exclusion)
@@ -82,6 +84,13 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
                   const Plan& plan, Decision* out);
 // True when this rank's own transport says it is dead (killed): it takes no part.
 bool faultSelfDead(snclComm* comm);
+// snclCommShrink's agreement: every rank that takes part proposes the ranks it excludes
+// (status: its argument check, statusText why); the coordinator decides one member list
+// (those that answered, minus the union of exclusions) and a rendezvous for it. Fails with
+// snclRemoteError when this rank is cut off from a strict majority of the comm or is not a
+// member, with the bad rank's code when a rank passed bad arguments. Bounded by the deadline.
+Result faultAgreeMembers(snclComm* comm, const std::vector<int>& exclude, Result status, const std::string& statusText,
+                         std::vector<int>* members, snclUniqueId* root);
 // Applies a Retry decision (its links are down in the topology already): transports reset
 // (collective).
 Result faultApplyRetry(snclComm* comm, const Decision& d);
