@@ -242,7 +242,10 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
     // agreement makes the call succeed, and the caller must see what it did.
-    if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage)) return r;
+    if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage))
+      return fail(r, "{} (rank {} ran call #{} as {}{}, topology epoch {})", lastError(), comm->rank, args.seq + 1,
+                  comm->planner->describe(plan), pinnedPlan(comm, args.seq) ? ", pinned after a fault" : "",
+                  comm->topology->epoch());
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
