@@ -152,12 +152,18 @@ bool sendTo(snclComm* comm, int peer, const Message& m, Deadline deadline) {
   return comm->bootstrap->send(peer, tagOf(Kind(m.kind), m.round), &m, sizeof(m), shortly) == snclSuccess;
 }
 
+bool takenBackUp(snclComm* comm, uint32_t link) {
+  for (auto& tr : comm->transports)
+    if (tr->linkBackUp(link)) return true;
+  return false;
+}
+
 // The links marked down in the topology (a new epoch); false when two ranks then have no
 // route, naming the pair in *why.
 bool markDown(snclComm* comm, const std::vector<uint32_t>& links, std::string* why) {
   const CommTopology& t = *comm->topology;
   for (uint32_t l : links)
-    if (t.graph().linkState(l) != topo::LinkState::Down) {
+    if (t.graph().linkState(l) != topo::LinkState::Down && !takenBackUp(comm, l)) {
       if (t.setLinkState(l, topo::LinkState::Down) != snclSuccess) {
         *why = lastError();
         return false;

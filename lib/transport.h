@@ -94,6 +94,13 @@ class Transport {
   virtual void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const {
     (void)links, (void)deadRanks;
   }
+  // A link the comm agreed lost that this rank's topology took back (up or degraded, from
+  // beforePlan) after it failed: the agreement leaves it as it is here, since ranks that
+  // had not reached that change yet take it when they do, and all end alike.
+  virtual bool linkBackUp(uint32_t link) const {
+    (void)link;
+    return false;
+  }
   // After the comm agreed on a fault: abandon every request and every byte in flight, and
   // take routes from the topology's current health, so that a re-run starts clean and can
   // never match a message of the failed attempt. Collective over all ranks of the comm

@@ -114,7 +114,7 @@ Result BusTransport::logLinkChange(topo::LinkId link, Health state, uint32_t slo
       result = fail(snclInvalidUsage, "bus: {} link changes wait for rank {} to plan a collective; no room for another",
                     count - oldest, laggard);
     } else {
-      changes.entry[count % LinkChanges::kEntries] = {from, uint32_t(link), uint32_t(state), slowdownX1k, 0};
+      changes.entry[count % LinkChanges::kEntries] = {from, uint32_t(link), uint32_t(state), slowdownX1k, 0, wallNs()};
       changes.count.store(count + 1);
     }
   }
@@ -141,6 +141,7 @@ void BusTransport::beforePlan(uint64_t seq) {
   }
   if (dueChanges_.empty()) return;
   for (const LinkChange& c : dueChanges_) {
+    if (c.link < linkBackAtNs_.size()) linkBackAtNs_[c.link] = c.atNs;
     const bool degraded = Health(c.state) == Health::Degraded;
     const double factor = degraded ? 1000.0 / std::max<uint32_t>(1001, c.slowdownX1k) : 1.0;
     if (topology_->setLinkState(c.link, degraded ? topo::LinkState::Degraded : topo::LinkState::Up, factor) !=
@@ -150,6 +151,12 @@ void BusTransport::beforePlan(uint64_t seq) {
   }
   dueChanges_.clear();
   if (failCode_ == snclSuccess && computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
+}
+
+bool BusTransport::linkBackUp(uint32_t link) const {
+  if (!state_ || link >= linkBackAtNs_.size() || linkBackAtNs_[link] == 0) return false;
+  // Taken back after the failure agreed on (a later failure of the link has a later time).
+  return linkBackAtNs_[link] > state_->link(link).downAtNs.load(std::memory_order_acquire);
 }
 
 // Fires pending faults whose trigger came: op=N as this rank begins its N-th call (a

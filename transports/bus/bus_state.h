@@ -60,6 +60,7 @@ struct LinkChange {
   uint32_t state;        // Health: Up or Degraded
   uint32_t slowdownX1k;  // degraded: transfers take this / 1000 times longer
   uint32_t pad;
+  uint64_t atNs;         // when it was injected (wall clock of the bus)
 };
 
 struct LinkChanges {

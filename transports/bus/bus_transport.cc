@@ -97,6 +97,7 @@ Result BusTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   for (size_t i = kPoolCapacity; i-- > 0;) free_.push_back(uint32_t(i));
   detectWallNs_ = uint64_t(options_.detectUs * 1000 * options_.timescale);
   rng_.seed(ctx.commId * 31 + uint64_t(rank_));
+  linkBackAtNs_.assign(topology_->graph().linkCount(), 0);
   SNCL_CHECK(computeRoutes());
   if (!options_.faults.empty()) SNCL_CHECK(injectFaults(options_.faults));
   cursorNs_ = wallNs();

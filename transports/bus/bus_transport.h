@@ -63,6 +63,7 @@ class BusTransport : public Transport, public BusControl {
   void beforePlan(uint64_t seq) override;
   bool faultPending() override;
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
+  bool linkBackUp(uint32_t link) const override;
   Result reset(uint32_t attempt, Deadline deadline) override;
 
   Result injectFaults(std::string_view spec) override;
@@ -176,6 +177,7 @@ class BusTransport : public Transport, public BusControl {
   std::vector<Fault> pending_;  // with a trigger not reached yet
   uint64_t seenHealthEpoch_ = 0;
   std::vector<LinkChange> dueChanges_;  // taken from the shared log, to apply outside its lock
+  std::vector<uint64_t> linkBackAtNs_;  // per link: injection time of the last change taken (0: none)
   std::mt19937_64 rng_;
   Result failCode_ = snclSuccess;  // set once the bus failed for this rank
   std::vector<LostLink> lost_;     // seen down, not agreed yet
