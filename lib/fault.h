@@ -3,11 +3,13 @@
 //
 // A rank that sees a call fail (a transport error, a stall past the deadline, a fault its
 // transport reports) starts a recovery round. The coordinator, the lowest rank it does not
-// know dead, sends every other rank a Join (which pulls in ranks still waiting in the call:
-// the executor polls for it), collects one Report from each live rank (a rank that does not
-// report by the deadline is lost), decides and sends the Decision. All ranks then act alike:
-// mark the failed links down (a new topology epoch), reset the transports and re-run, or
-// return the error.
+// know dead (a silent one is passed over after a quarter of the deadline), sends every other
+// rank a Join with a fresh nonce (which pulls in ranks still waiting in the call: the
+// executor polls for it), collects one Report answering it from each live rank (a rank that
+// does not report by the deadline is lost), decides and sends the Decision. Without answers
+// from a strict majority of the comm's ranks it decides nothing (CutOff). All ranks then act
+// alike: mark the failed links down (a new topology epoch), reset the transports and re-run,
+// or return the error. snclCommShrink is an agreement of the same shape (faultAgreeMembers).
 #pragma once
 
 #include <atomic>
