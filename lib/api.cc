@@ -313,6 +313,19 @@ SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   if (!sncl::commWaitIdle(comm, comm->timeoutMs))
     return fail(snclTimeout, "snclCommFinalize: queued work did not finish in {} ms", comm->timeoutMs);
+  // With retry on, a last collective: a rank that finished its calls stays until every rank
+  // finished theirs, so that a link failing in a peer's last call is still caught up
+  // (docs/faults.md) instead of finding this rank gone.
+  if (comm->fault.retry && comm->nranks > 1 && comm->asyncError.load() == snclSuccess && !comm->finalized.load()) {
+    int32_t one = 1, sum = 0;
+    sncl::CollOp op;
+    op.coll = sncl::CollType::AllReduce;
+    op.input = &one;
+    op.output = &sum;
+    op.count = 1;
+    op.dtype = snclInt32;
+    SNCL_CHECK(sncl::commRun(comm, op));
+  }
   comm->finalized.store(true);
   return comm->asyncError.load();
 }

@@ -210,6 +210,16 @@ Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& 
 }
 
 
+// The links not up, for messages that must show whether two ranks plan on the same graph.
+std::string linkHealthSummary(const topo::Graph& g) {
+  std::string out;
+  for (topo::LinkId l = 0; l < g.linkCount(); ++l)
+    if (g.linkState(l) != topo::LinkState::Up)
+      out += fmt::format("{}{}:{}", out.empty() ? "" : " ", g.linkName(l),
+                         g.linkState(l) == topo::LinkState::Down ? std::string("down") : fmt::format("x{:.3g}", g.linkFactor(l)));
+  return out.empty() ? "all up" : out;
+}
+
 bool anyFaultPending(snclComm* comm) {
   for (auto& t : comm->transports)
     if (t->faultPending()) return true;
@@ -243,9 +253,9 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
     // agreement makes the call succeed, and the caller must see what it did.
     if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage))
-      return fail(r, "{} (rank {} ran call #{} as {}{}, topology epoch {})", lastError(), comm->rank, args.seq + 1,
-                  comm->planner->describe(plan), pinnedPlan(comm, args.seq) ? ", pinned after a fault" : "",
-                  comm->topology->epoch());
+      return fail(r, "{} (rank {} ran call #{} as {}{}, topology epoch {}, links {})", lastError(), comm->rank,
+                  args.seq + 1, comm->planner->describe(plan), pinnedPlan(comm, args.seq) ? ", pinned after a fault" : "",
+                  comm->topology->epoch(), linkHealthSummary(comm->topology->graph()));
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;

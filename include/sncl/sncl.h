@@ -100,7 +100,10 @@ snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclUniqueId c
 /* ndev ranks as threads of this process; devlist is ignored (may be NULL): sncl runs on CPUs. */
 snclResult_t snclCommInitAll(snclComm_t* comms, int ndev, const int* devlist);
 
-/* Finishes outstanding work; the comm must still be destroyed. */
+/* Finishes outstanding work; the comm must still be destroyed. With fault retry on (the
+ * emulated bus's default, SNCL_RETRY) it is collective: every rank calls it, and it returns
+ * once every rank finished its calls, so that a link failing in a peer's last call is still
+ * recovered with this rank's help. */
 snclResult_t snclCommFinalize(snclComm_t comm);
 snclResult_t snclCommDestroy(snclComm_t comm);
 /* Stops outstanding work without waiting for peers, then frees the comm. Never hangs. */
@@ -213,10 +216,12 @@ snclResult_t snclCommRevoke(snclComm_t comm);
 #define SNCL_SHRINK_DEFAULT 0x00 /* calls in flight on comm must have finished */
 #define SNCL_SHRINK_ABORT 0x01   /* revoke comm first: calls in flight stop */
 
-/* Collective over the surviving ranks of comm (every rank not in excludeRanks): builds a
- * comm of them, ranks renumbered densely in their old order, with its own bootstrap and
- * resources. excludeRanks NULL (excludeCount 0): the ranks comm detected and agreed lost.
- * config fields left undefined (or NULL) come from comm. */
+/* An agreement of the surviving ranks of comm: the members are the ranks that answered
+ * within the deadline minus the union of every rank's excludeRanks (NULL, excludeCount 0:
+ * the ranks comm agreed lost), renumbered densely in their old order, in a comm with its
+ * own bootstrap and resources. Every member gets the same list; it takes a strict majority
+ * of comm's ranks. A rank left out, or cut off from the majority, gets snclRemoteError and
+ * no comm. config fields left undefined (or NULL) come from comm. */
 snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
                             snclConfig_t* config, int shrinkFlags);
 
