@@ -3,6 +3,7 @@
 // ranks with a random algorithm choice and chunk size) of random cases (collective, type,
 // op, root, count, in-place, offset, group, split), runs them, checks every rank's result,
 // shrinks each failure to a small case and prints the command that replays it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ struct Options {
   std::string replay;
   bool shrink = true;
   double shrinkSeconds = 300;
+  int shrinkTimeoutMs = 8000;  // shrinking meets the same hang many times: detect it sooner
   bool verbose = false;
   SessionOptions run;
 };
@@ -59,7 +61,8 @@ void usage() {
   fprintf(stderr,
           "usage: sncl-randtest [--seed N] [--cases N | --seconds S] [--ranks 1-8|random]\n"
           "                     [--transport shm|bus|ofi|mixed] [--max-bytes B] [--timeout-ms MS]\n"
-          "                     [--session K] [--replay 'SPEC'] [--no-shrink] [--shrink-seconds S] [-v]\n"
+          "                     [--session K] [--replay 'SPEC'] [--no-shrink] [--shrink-seconds S]\n"
+          "                     [--shrink-timeout-ms MS] [-v]\n"
           "  --seed N         the run's seed (every rank derives the same cases from it)\n"
           "  --cases N        stop after N cases; --seconds S: stop starting sessions after S seconds\n"
           "  --ranks          world size of every session (default: random 2..8)\n"
@@ -68,6 +71,8 @@ void usage() {
           "  --max-bytes B    largest buffer of one rank in one call (suffixes K, M, G; default 32M)\n"
           "  --timeout-ms MS  the comms' deadline (SNCL_TIMEOUT_MS, default 20000); a case that\n"
           "                   runs 10 s longer is killed and reported as a HANG\n"
+          "  --shrink-seconds S  time spent shrinking one failure (default 300); --shrink-timeout-ms MS:\n"
+          "                   the comms' deadline while shrinking (default 8000)\n"
           "  --session K      run only session K of the seed (replays a failure that needs its session)\n"
           "  --replay SPEC    run exactly one case, as printed by a failure\n");
 }
@@ -87,6 +92,7 @@ bool parseArgs(int argc, char** argv, Options* o) {
     else if (a == "--session") o->session = atoll(v);
     else if (a == "--shrink-seconds") o->shrinkSeconds = atof(v);
     else if (a == "--timeout-ms") o->run.timeoutMs = atoi(v);
+    else if (a == "--shrink-timeout-ms") o->shrinkTimeoutMs = atoi(v);
     else if (a == "--replay") o->replay = v;
     else if (a == "--transport") o->run.transport = v;
     else if (a == "--ranks") o->ranks = std::string(v) == "random" ? 0 : atoi(v);
@@ -112,8 +118,10 @@ class Driver {
  public:
   explicit Driver(const Options& o) : o_(o) {}
 
-  CaseOutcome runOne(const Case& c) {
-    std::vector<CaseOutcome> out = runSession(c.world, {c}, o_.run);
+  CaseOutcome runOne(const Case& c, bool shrinking = false) {
+    SessionOptions run = o_.run;
+    if (shrinking) run.timeoutMs = std::min(run.timeoutMs, o_.shrinkTimeoutMs);
+    std::vector<CaseOutcome> out = runSession(c.world, {c}, run);
     if (out.empty()) return {kError, 0, 0, "the session ran nothing"};
     return out[0];
   }
@@ -145,7 +153,7 @@ class Driver {
 
   void shrink(const Case& c, const CaseOutcome& o, Failure* f, uint64_t session) {
     const auto t0 = std::chrono::steady_clock::now();
-    CaseOutcome again = runOne(c);
+    CaseOutcome again = runOne(c, true);
     if (again.status != o.status) {
       f->alone = false;
       printf("  does not fail on its own (%s); replay its session: sncl-randtest --transport %s --seed %llu "
@@ -164,10 +172,11 @@ class Driver {
       for (const Case& v : shrinkCandidates(best)) {
         if (since(t0) >= o_.shrinkSeconds) break;
         ++attempts;
-        CaseOutcome r = runOne(v);
+        CaseOutcome r = runOne(v, true);
         if (o_.verbose) printf("  shrink try %s: %s\n", formatCase(v).c_str(), statusName(r.status));
         if (r.status != o.status) continue;
         best = v;
+        printf("  still fails: %s\n", formatCase(v).c_str());
         f->note = r.note;
         improved = true;
         break;

@@ -119,7 +119,10 @@ Case drawCase(const World& world, uint64_t seed, const GenOptions& opt) {
 
 std::string join(const std::vector<int>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 
@@ -305,12 +308,6 @@ bool parseCase(const std::string& spec, Case* out, std::string* error) {
   return true;
 }
 
-uint64_t caseWeight(const Case& c) {
-  uint64_t w = static_cast<uint64_t>(c.world.nranks) << 40;
-  for (const Call& k : c.calls) w += callBytes(k, c.world.nranks);
-  return w;
-}
-
 std::vector<Case> shrinkCandidates(const Case& c) {
   std::vector<Case> out;
   auto with = [&](auto&& change) {
@@ -328,19 +325,10 @@ std::vector<Case> shrinkCandidates(const Case& c) {
   };
   if (c.world.nranks >= 4) with([&](Case& v) { fewer(v, c.world.nranks / 2); });
   if (c.world.nranks > 1) with([&](Case& v) { fewer(v, c.world.nranks - 1); });
+  // Structure before sizes: size steps are many, and each failing one of a hang costs a
+  // deadline.
   for (size_t i = 0; i < c.calls.size(); ++i) {
     const Call& k = c.calls[i];
-    // Counts: 1, then halves, then ever smaller steps down, so a size threshold is approached.
-    const size_t n = k.count;
-    for (size_t smaller : {size_t(1), n / 2, n - n / 4, n - n / 16, n - 1}) {
-      if (n > 1 && smaller < n && smaller > 0) with([&](Case& v) { v.calls[i].count = smaller; });
-    }
-    for (size_t m = 0; k.msgs.size() > 1 && m < k.msgs.size(); ++m)
-      with([&](Case& v) { v.calls[i].msgs.erase(v.calls[i].msgs.begin() + m); });
-    for (size_t m = 0; m < k.msgs.size(); ++m) {
-      const size_t mc = k.msgs[m].count;
-      if (mc > 1) with([&](Case& v) { v.calls[i].msgs[m].count = mc / 2; });
-    }
     if (k.inPlace) with([&](Case& v) { v.calls[i].inPlace = false; });
     if (k.offset) with([&](Case& v) { v.calls[i].offset = 0; });
     const bool integer = k.type <= snclUint64;
@@ -356,6 +344,21 @@ std::vector<Case> shrinkCandidates(const Case& c) {
   }
   if (!c.world.algo.empty()) with([](Case& v) { v.world.algo.clear(); });
   if (c.world.chunk) with([](Case& v) { v.world.chunk = 0; });
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    const Call& k = c.calls[i];
+    // Counts: 1, a half, a quarter and a sixteenth less (not one less: a failure at sizes
+    // of one shape would take as many steps as elements).
+    const size_t n = k.count;
+    for (size_t smaller : {size_t(1), n / 2, n - n / 4, n - n / 16}) {
+      if (n > 1 && smaller < n && smaller > 0) with([&](Case& v) { v.calls[i].count = smaller; });
+    }
+    for (size_t m = 0; k.msgs.size() > 1 && m < k.msgs.size(); ++m)
+      with([&](Case& v) { v.calls[i].msgs.erase(v.calls[i].msgs.begin() + m); });
+    for (size_t m = 0; m < k.msgs.size(); ++m) {
+      const size_t mc = k.msgs[m].count;
+      if (mc > 1) with([&](Case& v) { v.calls[i].msgs[m].count = mc / 2; });
+    }
+  }
   return out;
 }
 

@@ -79,8 +79,6 @@ bool parseCase(const std::string& spec, Case* out, std::string* error);
 size_t callBytes(const Call& call, int nranks);
 // Variants of a failing case that are simpler in one respect, most promising first.
 std::vector<Case> shrinkCandidates(const Case& c);
-// A rough size of a case, for the shrinker to prefer smaller ones.
-uint64_t caseWeight(const Case& c);
 
 // A small, fast, seedable generator (splitmix64), the same on every rank.
 struct Rng {
