@@ -114,6 +114,7 @@ Case drawCase(const World& world, uint64_t seed, const GenOptions& opt) {
   }
   // One large call per case at most keeps a case's time and memory bounded.
   for (int i = 0; i < ncalls; ++i) c.calls.push_back(drawCall(rng, n, opt, i == 0));
+  c.stream = rng.chance(0.25);
   return c;
 }
 
@@ -247,6 +248,7 @@ std::string formatCase(const Case& c) {
   if (c.world.chunk) s += " chunk=" + std::to_string(c.world.chunk);
   if (!c.world.hosts.empty()) s += " hosts=" + join(c.world.hosts);
   s += std::string(" seed=") + seed + " group=" + (c.group ? "1" : "0");
+  if (c.stream) s += " stream=1";
   if (!c.colors.empty()) s += " split=" + join(c.colors) + "/" + join(c.keys);
   for (const Call& k : c.calls) {
     s += std::string(" c=") + collName(k.coll) + "." + typeName(k.type) + "." + opName(k.op) + ".r" +
@@ -287,6 +289,8 @@ bool parseCase(const std::string& spec, Case* out, std::string* error) {
       c.seed = v;
     } else if (key == "group") {
       c.group = val == "1";
+    } else if (key == "stream") {
+      c.stream = val == "1";
     } else if (key == "split") {
       const size_t slash = val.find('/');
       if (slash == std::string::npos || !parseInts(val.substr(0, slash), &c.colors) ||
@@ -317,6 +321,7 @@ std::vector<Case> shrinkCandidates(const Case& c) {
   };
   for (size_t i = 0; c.calls.size() > 1 && i < c.calls.size(); ++i) with([&](Case& v) { v.calls.erase(v.calls.begin() + i); });
   if (c.group) with([](Case& v) { v.group = false; });
+  if (c.stream) with([](Case& v) { v.stream = false; });
   if (!c.colors.empty()) with([](Case& v) { v.colors.clear(), v.keys.clear(); });
   auto fewer = [](Case& v, int n) {
     v.world.nranks = n;

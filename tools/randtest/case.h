@@ -53,6 +53,7 @@ struct Case {
   World world;
   uint64_t seed = 0;          // data values, scalars and each rank's posting order
   bool group = false;         // all calls in one snclGroupStart/End
+  bool stream = false;        // calls queued on an snclStream, synchronized after the last
   std::vector<int> colors, keys;  // snclCommSplit arguments per world rank; empty: no split
   std::vector<Call> calls;
 };

@@ -63,6 +63,7 @@ struct CallRun {
 struct Ctx {
   RankReport* rep;
   snclComm_t comm;
+  snclStream_t stream;  // NULL: every call completes before it returns
   int me, m;
   const char* where;  // the collective being checked, for notes
 };
@@ -195,21 +196,21 @@ snclResult_t issue(CallRun& k, Ctx& x) {
   }
   ++x.rep->ops;
   switch (c.coll) {
-    case Coll::AllReduce: return snclAllReduce(k.send, k.recv, c.count, c.type, k.op, x.comm, nullptr);
-    case Coll::Broadcast: return snclBroadcast(k.send, k.recv, c.count, c.type, root, x.comm, nullptr);
-    case Coll::Reduce: return snclReduce(k.send, k.recv, c.count, c.type, k.op, root, x.comm, nullptr);
-    case Coll::AllGather: return snclAllGather(k.send, k.recv, c.count, c.type, x.comm, nullptr);
-    case Coll::ReduceScatter: return snclReduceScatter(k.send, k.recv, c.count, c.type, k.op, x.comm, nullptr);
-    case Coll::AlltoAll: return snclAlltoAll(k.send, k.recv, c.count, c.type, x.comm, nullptr);
-    case Coll::Gather: return snclGather(k.send, k.recv, c.count, c.type, root, x.comm, nullptr);
-    case Coll::Scatter: return snclScatter(k.send, k.recv, c.count, c.type, root, x.comm, nullptr);
+    case Coll::AllReduce: return snclAllReduce(k.send, k.recv, c.count, c.type, k.op, x.comm, x.stream);
+    case Coll::Broadcast: return snclBroadcast(k.send, k.recv, c.count, c.type, root, x.comm, x.stream);
+    case Coll::Reduce: return snclReduce(k.send, k.recv, c.count, c.type, k.op, root, x.comm, x.stream);
+    case Coll::AllGather: return snclAllGather(k.send, k.recv, c.count, c.type, x.comm, x.stream);
+    case Coll::ReduceScatter: return snclReduceScatter(k.send, k.recv, c.count, c.type, k.op, x.comm, x.stream);
+    case Coll::AlltoAll: return snclAlltoAll(k.send, k.recv, c.count, c.type, x.comm, x.stream);
+    case Coll::Gather: return snclGather(k.send, k.recv, c.count, c.type, root, x.comm, x.stream);
+    case Coll::Scatter: return snclScatter(k.send, k.recv, c.count, c.type, root, x.comm, x.stream);
     case Coll::SendRecv: {
       --x.rep->ops;
       for (size_t i = 0; i < k.p2p.size(); ++i) {
         ++x.rep->ops;
         const size_t count = c.msgs[k.p2p[i].msg].count;
-        snclResult_t r = k.p2p[i].send ? snclSend(k.msgBufs[i].data, count, c.type, k.p2p[i].peer, x.comm, nullptr)
-                                       : snclRecv(k.msgBufs[i].data, count, c.type, k.p2p[i].peer, x.comm, nullptr);
+        snclResult_t r = k.p2p[i].send ? snclSend(k.msgBufs[i].data, count, c.type, k.p2p[i].peer, x.comm, x.stream)
+                                       : snclRecv(k.msgBufs[i].data, count, c.type, k.p2p[i].peer, x.comm, x.stream);
         if (r != snclSuccess) return r;
       }
       return snclSuccess;
@@ -295,7 +296,7 @@ void splitRankOf(const Case& c, int rank, int* subRank, int* subSize) {
 
 bool runCase(const Case& c, int rank, snclComm_t world, RankReport* rep) {
   *rep = RankReport{};
-  Ctx x{rep, world, rank, c.world.nranks, "split"};
+  Ctx x{rep, world, nullptr, rank, c.world.nranks, "split"};
   snclComm_t sub = nullptr;
   if (!c.colors.empty()) {
     if (failed(x, snclCommSplit(world, c.colors[rank], c.keys[rank], &sub, nullptr), "snclCommSplit")) return false;
@@ -321,7 +322,8 @@ bool runCase(const Case& c, int rank, snclComm_t world, RankReport* rep) {
     x.where = collName(c.calls[i].coll);
     prepare(runs[i], x, c.seed, i);
   }
-  size_t completed = 0;  // calls known to have completed
+  if (c.stream && failed(x, snclStreamCreate(&x.stream), "snclStreamCreate")) x.stream = nullptr;
+  size_t completed = 0;  // calls known to have completed (issued, with a stream)
   if (c.group) {
     x.where = "group";
     bool ok = !failed(x, snclGroupStart(), "snclGroupStart");
@@ -346,10 +348,16 @@ bool runCase(const Case& c, int rank, snclComm_t world, RankReport* rep) {
       completed = i + 1;
     }
   }
+  if (x.stream) {
+    // Errors of queued calls come out here; then nothing issued is known to be right.
+    x.where = "stream";
+    if (failed(x, snclStreamSynchronize(x.stream), "snclStreamSynchronize")) completed = 0;
+  }
   for (size_t i = 0; i < completed; ++i) {
     x.where = collName(c.calls[i].coll);
     check(runs[i], x);
   }
+  if (x.stream) snclStreamDestroy(x.stream);
   for (CallRun& k : runs)
     if (k.preMulCreated) snclRedOpDestroy(k.op, x.comm);
   const bool usable = rep->status == kPass || rep->status == kWrong;

@@ -148,7 +148,12 @@ std::vector<CaseOutcome> runSession(const World& world, const std::vector<Case>&
       for (int r = 0; r < n; ++r) {
         if (pids[r] != pid) continue;
         if (WIFEXITED(status)) exitCode[r] = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) exitSignal[r] = WTERMSIG(status), deadRank = deadRank < 0 ? r : deadRank;
+        if (WIFSIGNALED(status)) exitSignal[r] = WTERMSIG(status);
+        // Gone in the middle of a case (a signal, or a sanitizer's exit): the others would
+        // wait for it until the deadline.
+        const int j = sh->current[r].load();
+        const bool midCase = j < 0 || (j < static_cast<int>(cases.size()) && sh->done[j][r].load() == 0);
+        if (deadRank < 0 && (WIFSIGNALED(status) || (midCase && exitCode[r] != 0))) deadRank = r;
         pids[r] = -1;
         --left;
       }
@@ -187,6 +192,9 @@ std::vector<CaseOutcome> runSession(const World& world, const std::vector<Case>&
         if (exitSignal[r] && exitSignal[r] != SIGKILL) {
           o.status = kError;
           snprintf(buf, sizeof buf, "rank %d died by signal %d (%s); ", r, exitSignal[r], strsignal(exitSignal[r]));
+        } else if (exitCode[r] > 0) {
+          o.status = kError;
+          snprintf(buf, sizeof buf, "rank %d exited with %d in the case; ", r, exitCode[r]);
         } else {
           snprintf(buf, sizeof buf, "rank %d did not finish %s; ", r, sh->current[r].load() < 0 ? "init" : "the case");
         }
