@@ -70,7 +70,7 @@ void usage() {
           "                   mixed (ranks on 2-3 virtual hosts: shm within, ofi between)\n"
           "  --max-bytes B    largest buffer of one rank in one call (suffixes K, M, G; default 32M)\n"
           "  --timeout-ms MS  the comms' deadline (SNCL_TIMEOUT_MS, default 20000); a case that\n"
-          "                   runs 10 s longer is killed and reported as a HANG\n"
+          "                   runs twice as long and 10 s more is killed and reported as a HANG\n"
           "  --shrink-seconds S  time spent shrinking one failure (default 300); --shrink-timeout-ms MS:\n"
           "                   the comms' deadline while shrinking (default 8000)\n"
           "  --session K      run only session K of the seed (replays a failure that needs its session)\n"

@@ -17,6 +17,7 @@ struct RankReport {
   int result;      // snclResult_t of the first failed call
   uint64_t wrong;  // wrong elements (and damaged guard or input bytes)
   uint64_t ops;    // calls this rank made: collectives, sends, receives
+  int64_t ms;      // how long the case took on this rank
   char note[320];  // the first failure, in words
 };
 

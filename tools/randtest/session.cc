@@ -19,7 +19,12 @@ namespace randtest {
 namespace {
 
 constexpr int kMaxCases = 32;
-constexpr int kGraceMs = 10000;  // beyond the comm's deadline, before the driver kills
+constexpr int kGraceMs = 10000;
+
+// How long a rank may stay in one case before the driver kills the session: a call that
+// stops progressing fails at the comm's deadline, and its fault agreement may take another
+// deadline before the failure is reported; then a grace.
+int64_t limitOf(const SessionOptions& opt) { return 2 * static_cast<int64_t>(opt.timeoutMs) + kGraceMs; }
 
 // Between the driver and its rank processes, mapped before the fork.
 struct Shared {
@@ -49,7 +54,7 @@ int rankMain(Shared* sh, int rank, const World& world, const std::vector<Case>& 
   setEnv("SNCL_ALGO", world.algo);
   setEnv("SNCL_CHUNK_SIZE", world.chunk ? std::to_string(world.chunk) : "");
   setEnv("SNCL_TIMEOUT_MS", std::to_string(opt.timeoutMs));
-  const int64_t waitMs = opt.timeoutMs + kGraceMs;
+  const int64_t waitMs = limitOf(opt);
   RankReport& first = sh->reports[0][rank];
   auto initFailed = [&](const char* what) {
     first = RankReport{};
@@ -81,6 +86,7 @@ int rankMain(Shared* sh, int rank, const World& world, const std::vector<Case>& 
     sh->startMs[rank] = nowMs();
     sh->current[rank] = static_cast<int>(j);
     const bool usable = runCase(cases[j], rank, comm, &sh->reports[j][rank]);
+    sh->reports[j][rank].ms = nowMs() - sh->startMs[rank];
     sh->done[j][rank].store(usable ? 1 : 2, std::memory_order_release);
     // Every rank learns how the case ended on the others before it goes on, so that after
     // a failure all stop together (a broken comm would make the next case hang).
@@ -138,7 +144,7 @@ std::vector<CaseOutcome> runSession(const World& world, const std::vector<Case>&
   // that dies by a signal leaves the others waiting, so it ends the session too.
   int left = 0, hungRank = -1, deadRank = -1;
   for (pid_t p : pids) left += p > 0;
-  const int64_t limitMs = opt.timeoutMs + kGraceMs;
+  const int64_t limitMs = limitOf(opt);
   // Bounded: each case (and init, and destroy) has its deadline, and there are finitely many.
   const int64_t sessionEnd = nowMs() + limitMs * (static_cast<int64_t>(cases.size()) + 3);
   while (left > 0) {
@@ -218,6 +224,14 @@ std::vector<CaseOutcome> runSession(const World& world, const std::vector<Case>&
         o.note = sh->reports[j][r].note;
         break;
       }
+    // An error after a deadline passed is a hang that the library turned into an error
+    // (a fault agreement after the timeout, or a peer's remote error).
+    int64_t longest = 0;
+    for (int r = 0; r < n; ++r) longest = std::max(longest, sh->reports[j][r].ms);
+    if (o.status == kError && longest >= opt.timeoutMs) {
+      o.status = kHang;
+      o.note += " (after " + std::to_string(longest / 1000) + " s)";
+    }
     out.push_back(o);
     if (o.status == kError || o.status == kHang) break;
   }
