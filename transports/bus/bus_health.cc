@@ -141,6 +141,12 @@ void BusTransport::beforePlan(uint64_t seq) {
   }
   if (dueChanges_.empty()) return;
   for (const LinkChange& c : dueChanges_) {
+    // A change made before the link failed, reaching a rank after the comm agreed on that
+    // failure: the failure is newer (ranks that took the change before the agreement mark
+    // the link down in it, linkBackUp), so every rank ends with the link down.
+    if (topology_->graph().linkState(c.link) == topo::LinkState::Down &&
+        c.atNs < state_->link(c.link).downAtNs.load(std::memory_order_acquire))
+      continue;
     if (c.link < linkBackAtNs_.size()) linkBackAtNs_[c.link] = c.atNs;
     const bool degraded = Health(c.state) == Health::Degraded;
     const double factor = degraded ? 1000.0 / std::max<uint32_t>(1001, c.slowdownX1k) : 1.0;
