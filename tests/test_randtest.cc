@@ -11,13 +11,15 @@ namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr const char* kSeconds = "4";
+constexpr const char* kMaxBytes = "2M";
 #else
 constexpr const char* kSeconds = "12";
+constexpr const char* kMaxBytes = "6M";  // past the 2 MiB per-peer FIFO that direct schedules overflowed
 #endif
 
 // Runs the tool; returns its exit status and its last line (the summary).
 int runTool(const std::string& args, std::string* summary) {
-  const std::string cmd = std::string(SNCL_RANDTEST_PATH) + " --seconds " + kSeconds + " --max-bytes 1M " +
+  const std::string cmd = std::string(SNCL_RANDTEST_PATH) + " --seconds " + kSeconds + " --max-bytes " + kMaxBytes + " " +
                           "--shrink-seconds 60 " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
