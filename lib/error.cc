@@ -5,10 +5,15 @@
 namespace sncl {
 namespace {
 thread_local std::string tLastError;
-}
+thread_local int tExpected = 0;
+}  // namespace
+
+ExpectedErrors::ExpectedErrors() { ++tExpected; }
+ExpectedErrors::~ExpectedErrors() { --tExpected; }
 
 Result recordError(Result code, std::string msg) {
-  log::warn("{}: {}", resultName(code), msg);
+  if (tExpected) log::info(log::Subsys::Fault, "{}: {}", resultName(code), msg);
+  else log::warn("{}: {}", resultName(code), msg);
   tLastError = std::move(msg);
   return code;
 }

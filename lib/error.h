@@ -13,8 +13,20 @@ namespace sncl {
 
 using Result = snclResult_t;
 
-// Records msg as this thread's last error and logs it at WARN; returns code.
+// Records msg as this thread's last error and logs it at WARN (INFO inside an
+// ExpectedErrors scope); returns code.
 Result recordError(Result code, std::string msg);
+
+// While one lives on this thread, failures are expected and handled by the caller (a
+// side-channel poll finding that a peer which finished closed its connection): they are
+// recorded as usual but logged at INFO, so that a clean run prints no warning.
+class ExpectedErrors {
+ public:
+  ExpectedErrors();
+  ~ExpectedErrors();
+  ExpectedErrors(const ExpectedErrors&) = delete;
+  ExpectedErrors& operator=(const ExpectedErrors&) = delete;
+};
 const char* lastError();
 void clearLastError();
 

@@ -430,6 +430,9 @@ bool faultPoll(snclComm* comm) {
   if (now - f.lastPollS < kPollIntervalS) return false;
   f.lastPollS = now;
   const uint32_t round = f.round;
+  // A peer that finished its calls and destroyed its comm closes its connection: not an
+  // error of this call (a peer that died reaches it through the transport or the deadline).
+  ExpectedErrors expected;
   // A Report means this rank coordinates (its sender knows every lower rank dead); a Join
   // comes from a lower rank that coordinates.
   for (int r = 0; r < comm->nranks; ++r) {
