@@ -145,11 +145,10 @@ bool OfiTransport::probePeers(std::string* why) {
 void OfiTransport::loseRail(const std::string& why) {
   if (railLost_) return;
   railLost_ = true;
-  log::info(log::Subsys::Fault, "ofi: rank {}: rail {} ({}) lost: {}", rank_, options_.rail, options_.iface, why);
-  for (int p = 0; p < nranks_; ++p)
-    if (peers_[p].connected)
-      failPeer(p, snclRemoteError,
-               fmt::format("ofi: rank {}: rail {} ({}) lost: {}", rank_, options_.rail, options_.iface, why));
+  const std::string text = fmt::format("ofi: rank {}: rail {} ({}) lost: {}", rank_, options_.rail, options_.iface, why);
+  log::warn("{}", text);
+  for (Peer& p : peers_)  // not failPeer: one line for the rail, not one per peer
+    if (p.connected && p.error == snclSuccess) p.error = snclRemoteError, p.message = text;
 }
 
 }  // namespace sncl::ofi
