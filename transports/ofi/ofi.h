@@ -29,7 +29,8 @@ struct OfiOptions {
   // Rails (ofi_rails.h): with interfaces named, one endpoint per interface, traffic on the
   // first healthy one. A rail's own options name its interface (iface), its index (rail)
   // and the time after which it counts as lost when its requests make no progress and a
-  // probe of the peer's rail address gets no answer (railDetectMs; 0: no rail checks).
+  // probe of the peer's rail address gets no answer (railDetectMs; 0: only errors and the
+  // carrier lose a rail).
   std::vector<std::string> ifaces;
   std::string iface;
   int rail = -1;

@@ -73,7 +73,7 @@ void OfiTransport::checkRail(bool completed) {
   for (int fd; (fd = accept4(probeFd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) close(fd);  // probes of peers
   if (freeRequests_.size() == requests_.size()) return;  // idle: nothing can stall
   if (!interfaceRunning()) return loseRail(fmt::format("interface {} is down (no carrier)", options_.iface));
-  if (msBetween(railProgress_, now) < options_.railDetectMs) return;
+  if (options_.railDetectMs <= 0 || msBetween(railProgress_, now) < options_.railDetectMs) return;
   std::string why;
   if (!probePeers(&why)) return loseRail(why);
   railProgress_ = Clock::now();  // the peers' kernels answer: they are slow, the rail is there

@@ -145,7 +145,7 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
   commId_ = ctx.commId;
-  railChecks_ = options_.railDetectMs > 0 && !options_.iface.empty();
+  railChecks_ = !options_.iface.empty();  // a rail: its errors lose it; railDetectMs > 0 also its stalls
   const Deadline deadline = Deadline::afterMs(ctx.timeoutMs);
   peers_.assign(nranks_, Peer{});
 

@@ -227,7 +227,7 @@ class OfiTransport : public Transport {
   std::unique_ptr<char, FreeDeleter> rxMemory_;
   std::unique_ptr<char, FreeDeleter> txMemory_;
 
-  bool railChecks_ = false;  // options_.railDetectMs > 0 and an interface named
+  bool railChecks_ = false;  // one rail of several: an interface named
   bool railLost_ = false;
   int ifFd_ = -1;             // a datagram socket for the interface's flags
   int probeFd_ = -1;          // this rail's probe listener; peers' kernels connect to it
