@@ -10,6 +10,7 @@
 // with a message otherwise. The namespaces and their links are removed whatever happens
 // (also those a killed earlier run left behind).
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,9 +118,12 @@ struct Hosts {
   }
 };
 
-// Starts this binary as rank `rank` inside its namespace (helper test case below); rank 0
-// writes a byte to progressFd after each call, so that the test knows when to strike.
-pid_t spawnHelper(const Hosts& hosts, int rank, int perHost, int calls, const char* mode, int progressFd) {
+// Starts this binary as rank `rank` inside its namespace (helper test case below). Rank 0
+// writes a byte to progressFd after each call, and after call downAt[k] waits for a byte
+// on goFd: calls take milliseconds, the strike longer, and it must land while the job
+// still runs. The other ranks are in the next call by then, waiting on rank 0.
+pid_t spawnHelper(const Hosts& hosts, int rank, int perHost, int calls, const char* mode, int progressFd, int goFd,
+                  const int downAt[2]) {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return -1;
@@ -129,7 +133,9 @@ pid_t spawnHelper(const Hosts& hosts, int rank, int perHost, int calls, const ch
   pid_t pid = fork();
   if (pid != 0) return pid;
   const int host = rank / perHost;
-  setenv("SNCL_TEST_RAILS", fmt::format("{} {} {} {} {}", rank, 2 * perHost, calls, mode, progressFd).c_str(), 1);
+  setenv("SNCL_TEST_RAILS",
+         fmt::format("{} {} {} {} {} {} {} {}", rank, 2 * perHost, calls, mode, progressFd, goFd, downAt[0], downAt[1]).c_str(),
+         1);
   setenv("SNCL_RANK", std::to_string(rank).c_str(), 1);  // rank 0 hosts the rendezvous
   setenv("SNCL_COMM_ID", fmt::format("{}:{}", hosts.ctlAddr[0], kBootstrapPort).c_str(), 1);
   setenv("SNCL_SOCKET_IFNAME", "=ctl", 1);
@@ -154,11 +160,13 @@ struct Job {
 Job runJob(Hosts& hosts, int perHost, int calls, const char* mode, const int downAt[2], int host,
            bool blackhole = false) {
   Job job;
-  int fds[2];
+  int fds[2], go[2];
   REQUIRE(pipe(fds) == 0);
+  REQUIRE(pipe(go) == 0);
   std::vector<pid_t> pids;
-  for (int r = 0; r < 2 * perHost; ++r) pids.push_back(spawnHelper(hosts, r, perHost, calls, mode, fds[1]));
+  for (int r = 0; r < 2 * perHost; ++r) pids.push_back(spawnHelper(hosts, r, perHost, calls, mode, fds[1], go[0], downAt));
   close(fds[1]);
+  close(go[0]);
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   job.codes.assign(pids.size(), -1);
   sncl::Deadline deadline = sncl::Deadline::afterMs(kJobDeadlineMs);
@@ -170,6 +178,7 @@ Job runJob(Hosts& hosts, int perHost, int calls, const char* mode, const int dow
       if (downAt[k] >= 0 && job.downsAt[k] < 0 && job.callsSeen >= downAt[k]) {
         REQUIRE((blackhole ? hosts.blackhole(host, k) : hosts.down(host, kLinks[k])));
         job.downsAt[k] = job.callsSeen;
+        REQUIRE(write(go[1], "g", 1) == 1);
       }
     for (size_t i = 0; i < pids.size(); ++i) {
       int status = 0;
@@ -186,6 +195,7 @@ Job runJob(Hosts& hosts, int perHost, int calls, const char* mode, const int dow
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   close(fds[0]);
+  close(go[1]);
   return job;
 }
 
@@ -293,7 +303,7 @@ TEST_CASE("ofi rails: collectives go on exactly over the other rail when one is 
   if (!prerequisites(&hosts)) return;
   constexpr int kPerHost = 4, kCalls = 80;
   std::mt19937_64 rng(0x7a11);
-  const int downAt[2] = {int(10 + rng() % 40), -1};
+  const int downAt[2] = {int(10 + rng() % 20), -1};  // well before the end: the strike takes a while
   const int host = int(rng() % 2);
   const uint64_t rail1Before = hosts.txBytes(0, "rail1");
   const Job job = runJob(hosts, kPerHost, kCalls, "survive", downAt, host);
@@ -312,8 +322,8 @@ TEST_CASE("ofi rails: a rail whose path is cut with its link up is found by the 
           "[ofi][netns][rails]") {
   Hosts hosts;
   if (!prerequisites(&hosts)) return;
-  constexpr int kPerHost = 2, kCalls = 40;
-  const int downAt[2] = {12, -1};
+  constexpr int kPerHost = 2, kCalls = 100;
+  const int downAt[2] = {10, -1};
   const Job job = runJob(hosts, kPerHost, kCalls, "survive", downAt, 0, /*blackhole=*/true);
   INFO("rail0 of host 0 cut after call " << job.downsAt[0] << "; rank 0 at " << job.callsSeen);
   CHECK(job.downsAt[0] >= 0);
@@ -342,9 +352,10 @@ TEST_CASE("ofi rails: with every rail down each rank fails with an error naming 
 TEST_CASE("rails helper", "[.][rails-helper]") {
   const char* spec = getenv("SNCL_TEST_RAILS");
   REQUIRE(spec);
-  int rank = 0, nranks = 0, calls = 0, progressFd = -1;
+  int rank = 0, nranks = 0, calls = 0, progressFd = -1, goFd = -1, downAt[2] = {-1, -1};
   char mode[16] = "";
-  REQUIRE(sscanf(spec, "%d %d %d %15s %d", &rank, &nranks, &calls, mode, &progressFd) == 5);
+  REQUIRE(sscanf(spec, "%d %d %d %15s %d %d %d %d", &rank, &nranks, &calls, mode, &progressFd, &goFd, &downAt[0],
+                 &downAt[1]) == 8);
   const bool survive = !strcmp(mode, "survive");
   snclUniqueId id;
   REQUIRE(snclGetUniqueId(&id) == snclSuccess);
@@ -359,7 +370,14 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
     in.resize(std::max(in.size(), total + 64));
     out.resize(std::max(out.size(), total + 64));
     const long wrong = runCall(comm, rank, nranks, i, c, in, out);
-    if (rank == 0) [[maybe_unused]] ssize_t n = write(progressFd, "c", 1);
+    if (rank == 0) {
+      [[maybe_unused]] ssize_t n = write(progressFd, "c", 1);
+      if (i + 1 == downAt[0] || i + 1 == downAt[1]) {  // the test strikes now
+        pollfd p{goFd, POLLIN, 0};
+        char g;
+        if (poll(&p, 1, 20000) == 1) n = read(goFd, &g, 1);
+      }
+    }
     if (wrong != 0 && !survive) {
       const std::string error = snclGetLastError(comm);
       fprintf(stderr, "rank %d: call %d failed as expected: %s\n", rank, i, error.c_str());
@@ -382,5 +400,5 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
   if (code == 0) snclCommDestroy(comm);
   else snclCommAbort(comm);
   fflush(stderr);
-  _exit(code);  // the code is the verdict: Catch2's own summary would not carry it
+  exit(code);  // the code is the verdict (Catch2's own summary would not carry it); exit() runs the leak check
 }

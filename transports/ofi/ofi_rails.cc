@@ -17,9 +17,24 @@ constexpr uint64_t kRailSalt = 0x7a11ull << 48;
 // comm's deadline.
 constexpr int64_t kReopenMinMs = 5000;
 
+// A rail whose link went away is never closed: ofi_rxm over tcp (libfabric 1.20) crashed
+// now and then in fi_close of such an endpoint, on the ranks across the dead link. It is
+// parked here instead, its slots and registrations intact, never progressed again; the
+// process's exit closes its sockets. This costs its slots' memory per lost rail.
+void park(std::unique_ptr<OfiTransport> rail) {
+  static std::mutex mu;
+  static auto* parked = new std::vector<std::unique_ptr<OfiTransport>>;  // reachable, never freed
+  std::lock_guard<std::mutex> lock(mu);
+  parked->push_back(std::move(rail));
+}
+
 class OfiRails final : public Transport {
  public:
   explicit OfiRails(const OfiOptions& options) : options_(options) {}
+  ~OfiRails() override {
+    for (auto& r : rails_)
+      if (r && r->railLost()) park(std::move(r));
+  }
 
   const char* name() const override { return "ofi"; }
 
@@ -82,16 +97,19 @@ class OfiRails final : public Transport {
   Result reset(uint32_t attempt, Deadline deadline) override {
     std::vector<uint32_t> lost(size_t(ctx_.nranks));
     lost[size_t(ctx_.rank)] = railsLost();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (aborted_) return fail(snclInvalidUsage, "ofi: rank {}: reset after an abort", ctx_.rank);
-      // Every rank stopped posting: what is in flight goes with the endpoints.
-      for (auto& r : rails_) r.reset();
-      active_ = -1;
-    }
     SNCL_CHECK(ctx_.bootstrap->allGather(lost.data(), sizeof(uint32_t), deadline));
     uint32_t anyLost = 0;
     for (uint32_t m : lost) anyLost |= m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) return fail(snclInvalidUsage, "ofi: rank {}: reset after an abort", ctx_.rank);
+      // Every rank stopped posting: what is in flight goes with the endpoints (a rail that
+      // any rank lost is parked, also here where it looked healthy: its link is gone).
+      for (size_t i = 0; i < rails_.size(); ++i)
+        if (anyLost >> i & 1) park(std::move(rails_[i]));
+        else rails_[i].reset();
+      active_ = -1;
+    }
     const uint32_t keep = usable_ & ~anyLost;
     log::info(log::Subsys::Fault, "ofi: rank {}: reset for attempt {}: rail(s) lost [{}], opening [{}] afresh",
               ctx_.rank, attempt, railList(anyLost & usable_), railList(keep));
