@@ -37,6 +37,7 @@ struct Message {
     uint64_t seq, chunkBytes;
     int32_t algorithm, hierarchy, inner, outer;
   } plans[kKeptCalls];
+  uint32_t rails, railsLost;  // Report: its transports' rails, usable and lost (lib/transport.h)
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
   int32_t dead[kMaxDead];
@@ -114,6 +115,16 @@ std::string linkList(const topo::Graph& g, const std::vector<uint32_t>& links) {
   std::string s;
   for (uint32_t l : links) s += (s.empty() ? "" : ", ") + g.linkName(l);
   return s;
+}
+
+// "link(s) a-b, rail(s) 0, 1": what a decision names as lost.
+std::string lostText(const topo::Graph& g, const std::vector<uint32_t>& links, uint32_t rails) {
+  std::vector<int> ids;
+  for (int i = 0; i < 32; ++i)
+    if (rails >> i & 1) ids.push_back(i);
+  const std::string railText = ids.empty() ? "" : fmt::format("rail(s) {}", fmt::join(ids, ", "));
+  if (links.empty()) return railText;
+  return "link(s) " + linkList(g, links) + (railText.empty() ? "" : ", " + railText);
 }
 
 void writePlans(Message* m, const std::vector<std::pair<uint64_t, Plan>>& plans) {
@@ -236,6 +247,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   // Decide. Ranks may be in different calls: a link fails at an instant, and a rank whose
   // transfers did not cross it can finish its call and go on (lib/catch_up.h).
   std::vector<uint32_t> links;
+  uint32_t rails = 0, railsLost = 0;
   bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
   uint64_t lowSeq = UINT64_MAX, highSeq = 0;
   int firstError = -1;
@@ -245,6 +257,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     voters.push_back(r);
     std::vector<int> ignored;
     readLists(reports[r], &links, &ignored);
+    rails |= reports[r].rails, railsLost |= reports[r].railsLost;
     lowSeq = std::min(lowSeq, reports[r].seq);
     highSeq = std::max(highSeq, reports[r].seq);
     canRetry &= reports[r].canRetry != 0;
@@ -293,13 +306,15 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
                              lowSeq + 1, highSeq + 1, kKeptCalls)
                : fmt::format("ranks were in calls #{} to #{} when the fault hit, and those ahead did not keep the "
                              "calls in between (SNCL_RETRY=0 on some rank?)", lowSeq + 1, highSeq + 1);
-  } else if (!links.empty()) {
+  } else if (!links.empty() || railsLost) {
     std::string unreachable;
-    const bool routed = markDown(comm, links, &unreachable);
+    bool routed = markDown(comm, links, &unreachable);
+    if (routed && railsLost && !(rails & ~railsLost)) routed = false, unreachable = "no other rail remains";
+    const std::string lost = lostText(g, links, railsLost);
     if (routed && canRetry) {
       d.verdict = int32_t(Verdict::Retry);
       d.code = snclSuccess;
-      text = fmt::format("link(s) {} lost; rerouting", linkList(g, links));
+      text = fmt::format("{} lost; rerouting", lost);
       if (!sameCall) {
         text += fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highSeq + 1);
         d.seq = lowSeq;
@@ -308,7 +323,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       }
     } else {
       d.verdict = int32_t(Verdict::LinkLost);
-      text = fmt::format("link {} {} down: {}", linkList(g, links), links.size() > 1 ? "are" : "is",
+      text = fmt::format("{} {} down: {}", railsLost ? lost : "link " + linkList(g, links),
+                         links.size() + size_t(__builtin_popcount(railsLost)) > 1 ? "are" : "is",
                          routed ? "retry is off (SNCL_RETRY=0) or its attempts are used up" : unreachable);
     }
   } else if (!sameCall) {
@@ -416,7 +432,7 @@ bool pollThunk(void* ctx) { return faultPoll(static_cast<snclComm*>(ctx)); }
 
 void faultInit(snclComm* comm) {
   bool bus = false;
-  for (auto& t : comm->transports) bus |= std::string(t->name()) == "bus";
+  for (auto& t : comm->transports) bus |= std::string(t->name()) == "bus" || __builtin_popcount(t->railsUsable()) > 1;
   comm->fault.retry = env::integer("SNCL_RETRY", bus ? 1 : 0) != 0;
   comm->fault.pulledMessage.resize(sizeof(Message));
   comm->fault.sideBroken.assign(size_t(comm->nranks), 0);
@@ -468,6 +484,7 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   mine.code = cause;
   mine.canRetry = canRetry ? 1 : 0;
   mine.seq = seq;
+  for (auto& t : comm->transports) mine.rails |= t->railsUsable(), mine.railsLost |= t->railsLost();
   mine.oldest = oldestKept(comm, seq);
   std::vector<std::pair<uint64_t, Plan>> plans;
   keptPlans(comm, seq, plan, &plans);

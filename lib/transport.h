@@ -109,6 +109,15 @@ class Transport {
     (void)attempt, (void)deadline;
     return fail(snclInvalidUsage, "the {} transport cannot be reset for a retry", name());
   }
+  // Rails: paths of its own that a transport routes around by a reset, apart from the
+  // topology's links (ofi: an endpoint per network interface). Bit i is rail i, numbered
+  // alike on every rank. railsUsable: those it had after setup or its last reset (0: it
+  // has no rails); railsLost: those it lost since (their requests failed). The agreement
+  // decides a rail lost while another remains like a link lost with another route (Retry),
+  // none remaining like a link without one (LinkLost); more than one rail turns SNCL_RETRY
+  // on by default.
+  virtual uint32_t railsUsable() const { return 0; }
+  virtual uint32_t railsLost() const { return 0; }
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();

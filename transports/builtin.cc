@@ -8,7 +8,7 @@
 
 // clang-format off
 #define SNCL_BUILTIN_TRANSPORTS(X) \
-  X("shm", createShmTransport) \
+  X("shm", createResettableShmTransport) \
   X("ofi", createOfiTransport) \
   X("bus", createBusTransport)
 // clang-format on

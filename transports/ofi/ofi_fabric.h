@@ -26,6 +26,8 @@ struct AddressRecord {
   char provider[48];
   uint8_t addr[kMaxAddr];  // fi_getname's bytes
   char error[192];         // status's message, for the other ranks' errors
+  uint32_t probeAddr;      // rail checks: the rail's IPv4 address and the port of its probe
+  uint16_t probePort;      // listener, network order (0: none)
 };
 
 class Fabric {

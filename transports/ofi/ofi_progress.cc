@@ -45,6 +45,8 @@ Result OfiTransport::checkPost(int peer, size_t bytes) {
 Result OfiTransport::startRequest(int peer, bool isSend, uint64_t tag, size_t bytes, RequestId* id, Request** out) {
   if (freeRequests_.empty())
     return fail(snclInvalidUsage, "ofi: rank {}: more than {} requests outstanding", rank_, requests_.size());
+  // A rail's stall clock starts when it gets work after being idle.
+  if (railChecks_ && freeRequests_.size() == requests_.size()) railProgress_ = Clock::now();
   const uint32_t index = freeRequests_.back();
   freeRequests_.pop_back();
   Request& r = requests_[index];
@@ -174,9 +176,10 @@ OfiTransport::Post OfiTransport::postChunks(uint32_t index) {
 OfiTransport::Post OfiTransport::postResult(ssize_t rc, int peer, const char* what) {
   if (rc == 0) return Post::Done;
   if (rc == -FI_EAGAIN) return Post::Blocked;
-  failPeer(peer, snclRemoteError,
-           fmt::format("ofi: rank {}: posting a {} rank {} ({}) failed: {}", rank_, what, peer, peers_[peer].address,
-                       fi_strerror(static_cast<int>(-rc))));
+  const std::string why = fmt::format("posting a {} rank {} ({}) failed: {}", what, peer, peers_[peer].address,
+                                      fi_strerror(static_cast<int>(-rc)));
+  if (railChecks_) loseRail(why);
+  else failPeer(peer, snclRemoteError, fmt::format("ofi: rank {}: {}", rank_, why));
   return Post::Failed;
 }
 
@@ -260,6 +263,7 @@ bool OfiTransport::progress() {
     }
     if (n < 0) {
       const std::string why = fi_strerror(static_cast<int>(-n));
+      if (railChecks_) loseRail("reading the completion queue: " + why);
       for (int p = 0; p < nranks_; ++p)
         if (peers_[p].connected)
           failPeer(p, snclSystemError, fmt::format("ofi: rank {}: reading the completion queue: {}", rank_, why));
@@ -295,6 +299,7 @@ bool OfiTransport::progress() {
     sendReady_[i] = sendReady_.back();
     sendReady_.pop_back();
   }
+  if (railChecks_) checkRail(completed);
   return completed;
 }
 
@@ -371,6 +376,7 @@ void OfiTransport::completeWithError() {
   Op* op = static_cast<Op*>(err.op_context);
   const std::string text = fabric_.errorText(err.err, err.prov_errno, err.err_data, err.err_data_size);
   if (!op) {
+    if (railChecks_) loseRail(text);
     for (int p = 0; p < nranks_; ++p)
       if (peers_[p].connected) failPeer(p, snclRemoteError, fmt::format("ofi: rank {}: {}", rank_, text));
     return;
@@ -389,9 +395,10 @@ void OfiTransport::completeWithError() {
                          "on SNCL_OFI_CHUNK_SIZE or on the protocol", rank_, peer, chunkBytes_));
     return;
   }
-  failPeer(peer, snclRemoteError,
-           fmt::format("ofi: rank {}: {} rank {} at {} failed over {}: {}", rank_, isRecv ? "receiving from" : "sending to",
-                       peer, peers_[peer].address, fabric_.provider(), text));
+  const std::string why = fmt::format("{} rank {} at {} failed over {}: {}", isRecv ? "receiving from" : "sending to",
+                                      peer, peers_[peer].address, fabric_.provider(), text);
+  if (railChecks_) loseRail(why);  // a connection of the rail broke: the rail goes
+  else failPeer(peer, snclRemoteError, fmt::format("ofi: rank {}: {}", rank_, why));
 }
 
 void OfiTransport::freeTxOp(Op* op) {

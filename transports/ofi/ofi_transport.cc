@@ -2,6 +2,8 @@
 #include "transports/ofi/ofi_transport.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <poll.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
@@ -18,6 +20,7 @@
 #include "lib/env.h"
 #include "lib/log.h"
 #include "lib/socket.h"
+#include "transports/ofi/ofi_rails.h"
 
 namespace sncl {
 
@@ -39,12 +42,21 @@ OfiOptions OfiOptions::fromEnv() {
   if (mr == "cache") o.mr = OfiMrPolicy::Cache;
   else if (mr == "bounce") o.mr = OfiMrPolicy::Bounce;
   else if (mr != "auto") log::warn("SNCL_OFI_MR={} is not auto, cache or bounce; using auto", mr);
+  const std::string ifaces = env::str("SNCL_OFI_IFACES").value_or("");
+  for (size_t start = 0; start < ifaces.size();) {
+    size_t comma = ifaces.find(',', start);
+    if (comma == std::string::npos) comma = ifaces.size();
+    if (comma > start) o.ifaces.push_back(ifaces.substr(start, comma - start));
+    start = comma + 1;
+  }
+  o.railDetectMs = env::integer("SNCL_OFI_RAIL_DETECT_MS", o.railDetectMs);
   return o;
 }
 
 std::unique_ptr<Transport> createOfiTransport() { return createOfiTransport(OfiOptions::fromEnv()); }
 
 std::unique_ptr<Transport> createOfiTransport(const OfiOptions& options) {
+  if (!options.ifaces.empty()) return ofi::createOfiRails(options);
   return std::make_unique<ofi::OfiTransport>(options);
 }
 
@@ -70,6 +82,27 @@ Result sourceNode(std::string* node) {
   return snclSuccess;
 }
 
+// The IPv4 address of a rail's interface, which must be up.
+Result interfaceNode(const std::string& iface, std::string* node) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return fail(snclSystemError, "ofi: getifaddrs: {}", strerror(errno));
+  bool up = false, found = false;
+  for (ifaddrs* ifa = list; ifa && !found; ifa = ifa->ifa_next) {
+    if (iface != ifa->ifa_name) continue;
+    up |= (ifa->ifa_flags & IFF_UP) != 0;
+    if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != AF_INET || !(ifa->ifa_flags & IFF_UP)) continue;
+    char host[INET_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr, host, sizeof(host));
+    *node = host;
+    found = true;
+  }
+  freeifaddrs(list);
+  if (!found)
+    return fail(snclInvalidArgument, "ofi: interface {} of SNCL_OFI_IFACES {}", iface,
+                up ? "has no IPv4 address" : "does not exist or is down");
+  return snclSuccess;
+}
+
 const char* mrPolicyName(bool cache, bool bounce) { return bounce ? "bounce" : cache ? "cache" : "direct"; }
 
 }  // namespace
@@ -84,15 +117,18 @@ OfiTransport::~OfiTransport() {
   fabric_.closeEndpoint();
   registrar_.clear();
   if (abortFd_ >= 0) close(abortFd_);
+  if (ifFd_ >= 0) close(ifFd_);
+  if (probeFd_ >= 0) close(probeFd_);
 }
 
 Result OfiTransport::openEndpoint(size_t npeers, AddressRecord* mine) {
   std::string node;
-  SNCL_CHECK(sourceNode(&node));
+  SNCL_CHECK(options_.iface.empty() ? sourceNode(&node) : interfaceNode(options_.iface, &node));
   // Every slot, every send credit and every hello may complete before the next read.
   const size_t cqSize = 2 * npeers * options_.slots + 2 * npeers + 64;
   SNCL_CHECK(fabric_.open(options_, node, npeers, cqSize));
   SNCL_CHECK(fabric_.localAddress(mine));
+  if (railChecks_) SNCL_CHECK(openRailChecks(node, mine));
   const uint64_t mrMode = fabric_.mrMode();
   char mrText[256] = "";
   fi_tostr_r(mrText, sizeof(mrText), &mrMode, FI_TYPE_MR_MODE);  // fi_tostr's buffer is shared by threads
@@ -109,6 +145,7 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
   commId_ = ctx.commId;
+  railChecks_ = !options_.iface.empty();  // a rail: its errors lose it; railDetectMs > 0 also its stalls
   const Deadline deadline = Deadline::afterMs(ctx.timeoutMs);
   peers_.assign(nranks_, Peer{});
 
@@ -274,6 +311,9 @@ Result OfiTransport::connectPeers(const std::vector<AddressRecord>& all, const s
                                   Deadline deadline) {
   for (int p : peers) {
     peers_[p].address = fabric_.addressString(all[p].addr, all[p].addrLen);
+    peers_[p].probe.sin_family = AF_INET;
+    peers_[p].probe.sin_addr.s_addr = all[p].probeAddr;
+    peers_[p].probe.sin_port = all[p].probePort;
     SNCL_CHECK(fabric_.insert(all[p], p, &peers_[p].addr));
   }
   for (;;) {

@@ -54,9 +54,18 @@
 // Errors are per peer: an error completion (with fi_strerror's and the provider's text) or
 // a mismatch fails the pair; its pending and later requests fail with that message.
 //
+// As one rail of several (ofi_rails.h; options.railDetectMs > 0) the endpoint binds to its
+// interface's address and watches the rail (ofi_rail_health.cc): an error completion or a
+// failed post, the interface losing its carrier, or requests outstanding with no completion
+// for railDetectMs while a probe of the peer's rail address (a TCP connect to a listener
+// of the peer's transport, which the peer's kernel answers whether or not its process
+// reads the rail) gets no answer, loses the whole rail: every peer's requests fail with
+// the rail named, and railLost() says so. A peer that is merely slow answers the probe.
+//
 // One thread drives a transport (setup, isend, irecv, test, wait); abort() may come from any.
 #pragma once
 
+#include <netinet/in.h>
 #include <rdma/fabric.h>
 
 #include <atomic>
@@ -84,6 +93,8 @@ class OfiTransport : public Transport {
   Result test(RequestId req, bool* done) override;
   void wait(int64_t maxMicros) override;
   void abort() override;
+
+  bool railLost() const { return railLost_; }  // rail checks only (ofi_rail_health.cc)
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -150,6 +161,7 @@ class OfiTransport : public Transport {
     Result error = snclSuccess;  // once set, every request with this peer fails with message
     std::string message;
     std::string address;         // for messages
+    sockaddr_in probe{};         // the peer's rail probe listener (port 0: none)
   };
 
   // setup (ofi_transport.cc)
@@ -180,6 +192,13 @@ class OfiTransport : public Transport {
   size_t chunkLen(const Request& r, uint32_t chunk) const;
   uint64_t chunkTag(int source, uint64_t seq) const;
 
+  // rail checks (ofi_rail_health.cc)
+  Result openRailChecks(const std::string& node, AddressRecord* mine);
+  void checkRail(bool completed);
+  bool interfaceRunning() const;
+  bool probePeers(std::string* why);
+  void loseRail(const std::string& why);
+
   OfiOptions options_;
   int rank_ = -1;
   int nranks_ = 0;
@@ -207,6 +226,14 @@ class OfiTransport : public Transport {
   };
   std::unique_ptr<char, FreeDeleter> rxMemory_;
   std::unique_ptr<char, FreeDeleter> txMemory_;
+
+  bool railChecks_ = false;  // one rail of several: an interface named
+  bool railLost_ = false;
+  int ifFd_ = -1;             // a datagram socket for the interface's flags
+  int probeFd_ = -1;          // this rail's probe listener; peers' kernels connect to it
+  sockaddr_in railAddr_{};
+  Clock::time_point railProgress_;   // the last completion, or the first request after idle
+  Clock::time_point nextRailCheck_;
 
   int abortFd_ = -1;  // eventfd: abort() makes it readable, so wait() returns at once
   std::atomic<bool> aborted_{false};

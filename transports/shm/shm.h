@@ -19,5 +19,7 @@ struct ShmOptions {
 
 std::unique_ptr<Transport> createShmTransport();  // options from the environment
 std::unique_ptr<Transport> createShmTransport(const ShmOptions& options);
+// What a comm holds (transports/builtin.cc): the same, and reset() starts it over (shm_reset.cc).
+std::unique_ptr<Transport> createResettableShmTransport();
 
 }  // namespace sncl
