@@ -226,8 +226,13 @@ Session makeSession(uint64_t seed, uint64_t s, uint64_t firstIndex, const GenOpt
     const int nhosts = rng.range(2, std::min(3, w.nranks));
     for (int r = 0; r < w.nranks; ++r) w.hosts.push_back(static_cast<int>(rng.below(nhosts)));
   }
+  // A tiny pipeline chunk makes a step per chunk: at most about 1024 of them per buffer,
+  // so that a large call stays a test of the chunking, not of the machine's patience (a
+  // 1.3 MB Reduce-Scatter in 256-byte chunks took 26 s on two loaded cores).
+  GenOptions sized = opt;
+  if (w.chunk) sized.maxBytes = std::min(opt.maxBytes, w.chunk * 1024);
   const int ncases = rng.range(4, 16);
-  for (int j = 0; j < ncases; ++j) session.cases.push_back(drawCase(w, mix(seed, firstIndex + j), opt));
+  for (int j = 0; j < ncases; ++j) session.cases.push_back(drawCase(w, mix(seed, firstIndex + j), sized));
   return session;
 }
 
