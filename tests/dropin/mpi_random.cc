@@ -188,7 +188,7 @@ void fill(unsigned char* p, size_t n, const Type& type, MPI_Op op, uint64_t base
       // 8- and 16-bit sums must not overflow: Open MPI's AVX reductions saturate them
       // (open-mpi/ompi#8045) where sncl wraps. 0..15 on 8 ranks fits either signedness.
       uint64_t v = op == MPI_SUM && type.elem <= 2 ? (h >> 8) % 16 : h;
-      // Open MPI 4.1 (to 4.1.4) compares MPI_UNSIGNED_LONG as signed in max/min
+      // Open MPI 4.1.4 compares MPI_UNSIGNED_LONG as signed in max/min
       // (open-mpi/ompi#10525): keep the top bit clear there, so both readings agree.
       if (type.t == MPI_UNSIGNED_LONG && (op == MPI_MAX || op == MPI_MIN)) v >>= 1;
       std::memcpy(p + i * type.elem, &v, type.elem);
