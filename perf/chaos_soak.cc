@@ -24,10 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "perf/common/exact_calls.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 
 namespace {
+
+using namespace sncl::exact;
 
 struct Options {
   int ranks = 8;
@@ -101,86 +104,6 @@ std::vector<std::string> twoPlaneLinks() {
   return links;
 }
 
-enum Coll { kAllReduce, kAllGather, kBroadcast, kReduceScatter, kNumColls };
-const char* kCollNames[] = {"allreduce", "allgather", "broadcast", "reducescatter"};
-
-struct Call {
-  Coll coll;
-  snclDataType_t type;
-  size_t count;  // per rank (All-Gather, Reduce-Scatter) or in all
-  int root;
-};
-
-size_t elemSize(snclDataType_t t) { return t == snclInt8 ? 1 : 4; }
-
-// The same sequence on every rank: a size log-uniform over [1, maxBytes], zero now and then.
-Call drawCall(std::mt19937_64& rng, const Options& o, int nranks) {
-  Call c;
-  c.coll = static_cast<Coll>(rng() % kNumColls);
-  const snclDataType_t types[] = {snclInt8, snclInt32, snclFloat32};
-  c.type = types[rng() % 3];
-  const double logMax = std::log(double(std::max<size_t>(o.maxBytes, 2)));
-  size_t bytes = static_cast<size_t>(std::exp(std::uniform_real_distribution<double>(0, logMax)(rng)));
-  if (rng() % 50 == 0) bytes = 0;
-  c.count = bytes / elemSize(c.type);
-  if (c.coll == kAllGather || c.coll == kReduceScatter) c.count /= size_t(nranks);
-  c.root = int(rng() % uint64_t(nranks));
-  return c;
-}
-
-// Small integers: every sum over 8 ranks is exact in int8, int32 and float32.
-int valueOf(int rank, int call, size_t i) { return int((uint64_t(rank) * 7 + i * 13 + uint64_t(call) * 5) % 15); }
-
-void store(snclDataType_t t, void* base, size_t i, int v) {
-  if (t == snclInt8) static_cast<int8_t*>(base)[i] = int8_t(v);
-  else if (t == snclInt32) static_cast<int32_t*>(base)[i] = v;
-  else static_cast<float*>(base)[i] = float(v);
-}
-
-int load(snclDataType_t t, const void* base, size_t i) {
-  if (t == snclInt8) return static_cast<const int8_t*>(base)[i];
-  if (t == snclInt32) return static_cast<const int32_t*>(base)[i];
-  return int(static_cast<const float*>(base)[i]);
-}
-
-int sumOver(int nranks, int call, size_t i) {
-  int s = 0;
-  for (int r = 0; r < nranks; ++r) s += valueOf(r, call, i);
-  return s;
-}
-
-// Runs the call and returns the number of wrong elements (or -1 on an error).
-int runCall(snclComm_t comm, int rank, int nranks, int index, const Call& c, std::vector<char>& in,
-            std::vector<char>& out, double* bytes) {
-  const size_t inCount = c.coll == kReduceScatter ? c.count * nranks : c.count;
-  const size_t outCount = c.coll == kAllGather ? c.count * nranks : c.count;
-  for (size_t i = 0; i < inCount; ++i) store(c.type, in.data(), i, valueOf(rank, index, i));
-  memset(out.data(), 0x5a, outCount * elemSize(c.type));
-  snclResult_t r = snclSuccess;
-  switch (c.coll) {
-    case kAllReduce: r = snclAllReduce(in.data(), out.data(), c.count, c.type, snclSum, comm, nullptr); break;
-    case kAllGather: r = snclAllGather(in.data(), out.data(), c.count, c.type, comm, nullptr); break;
-    case kBroadcast: r = snclBroadcast(in.data(), out.data(), c.count, c.type, c.root, comm, nullptr); break;
-    case kReduceScatter: r = snclReduceScatter(in.data(), out.data(), c.count, c.type, snclSum, comm, nullptr); break;
-    default: break;
-  }
-  if (r != snclSuccess) return -1;
-  *bytes += double(outCount * elemSize(c.type));
-  int wrong = 0;
-  for (size_t i = 0; i < outCount; ++i) {
-    int expect = 0;
-    switch (c.coll) {
-      case kAllReduce: expect = sumOver(nranks, index, i); break;
-      case kAllGather: expect = valueOf(int(i / c.count), index, i % c.count); break;
-      case kBroadcast: expect = valueOf(c.root, index, i); break;
-      case kReduceScatter: expect = sumOver(nranks, index, size_t(rank) * c.count + i); break;
-      default: break;
-    }
-    wrong += load(c.type, out.data(), i) != expect;
-  }
-  return wrong;
-}
-
 // Calls of the injector after a link's "up" before another link goes down: a link back up
 // reaches the graph at the first collective no rank had planned yet (docs/bus.md), a few
 // calls later, and two links of one endpoint down at once leave it no route.
@@ -224,7 +147,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   const auto start = std::chrono::steady_clock::now();
   uint64_t reroutes = 0;
   for (int i = 0; i < o.calls; ++i) {
-    const Call c = drawCall(calls, o, o.ranks);
+    const Call c = drawCall(calls, o.ranks, o.maxBytes, 50);
     if (rank == o.injector && !kinds.empty() && std::uniform_real_distribution<double>(0, 1)(faults) < o.faultRate) {
       const std::string spec = drawFault(faults, o, kinds, &downLink, i, &lastUp);
       if (!spec.empty() && snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
@@ -234,15 +157,15 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
       }
       rep->faultsInjected += !spec.empty();
     }
-    const int wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
+    const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
     if (wrong < 0) {
-      snprintf(rep->firstError, sizeof(rep->firstError), "call %d (%s %zu x %d B): %s", i, kCollNames[c.coll],
+      snprintf(rep->firstError, sizeof(rep->firstError), "call %d (%s %zu x %d B): %s", i, collName(c.coll),
                c.count, int(elemSize(c.type)), snclGetLastError(comm));
       ++rep->errors;
       break;  // the comm has an asynchronous error now: every later call fails
     }
     if (wrong > 0 && rep->wrong++ == 0)
-      snprintf(rep->firstError, sizeof(rep->firstError), "call %d (%s %zu x %d B): %d wrong", i, kCollNames[c.coll],
+      snprintf(rep->firstError, sizeof(rep->firstError), "call %d (%s %zu x %d B): %ld wrong", i, collName(c.coll),
                c.count, int(elemSize(c.type)), wrong);
     snclFaultStats_t stats{};
     if (snclCommGetFaultStats(comm, &stats) == snclSuccess && stats.reroutes != reroutes) {

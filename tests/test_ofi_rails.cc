@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "lib/clock.h"
+#include "perf/common/exact_calls.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 
@@ -219,82 +220,7 @@ bool prerequisites(Hosts* hosts) {
 
 // ---- the ranks ----
 
-enum Coll { kAllReduce, kAllGather, kBroadcast, kReduceScatter, kNumColls };
-
-struct Call {
-  Coll coll;
-  snclDataType_t type;
-  size_t count;  // per rank (All-Gather, Reduce-Scatter) or in all
-  int root;
-};
-
-size_t elemSize(snclDataType_t t) { return t == snclInt8 ? 1 : 4; }
-
-// The same sequence on every rank: sizes log-uniform over [1 B, 2 MiB], zero now and then.
-Call drawCall(std::mt19937_64& rng, int nranks) {
-  Call c;
-  c.coll = static_cast<Coll>(rng() % kNumColls);
-  const snclDataType_t types[] = {snclInt8, snclInt32, snclFloat32};
-  c.type = types[rng() % 3];
-  size_t bytes = static_cast<size_t>(std::exp(std::uniform_real_distribution<double>(0, std::log(2.0 * (1 << 20)))(rng)));
-  if (rng() % 40 == 0) bytes = 0;
-  c.count = bytes / elemSize(c.type);
-  if (c.coll == kAllGather || c.coll == kReduceScatter) c.count /= size_t(nranks);
-  c.root = int(rng() % uint64_t(nranks));
-  return c;
-}
-
-// Small integers: every sum over 8 ranks is exact in int8, int32 and float32.
-int valueOf(int rank, int call, size_t i) { return int((uint64_t(rank) * 7 + i * 13 + uint64_t(call) * 5) % 15); }
-
-void store(snclDataType_t t, void* base, size_t i, int v) {
-  if (t == snclInt8) static_cast<int8_t*>(base)[i] = int8_t(v);
-  else if (t == snclInt32) static_cast<int32_t*>(base)[i] = v;
-  else static_cast<float*>(base)[i] = float(v);
-}
-
-int load(snclDataType_t t, const void* base, size_t i) {
-  if (t == snclInt8) return static_cast<const int8_t*>(base)[i];
-  if (t == snclInt32) return static_cast<const int32_t*>(base)[i];
-  return int(static_cast<const float*>(base)[i]);
-}
-
-int sumOver(int nranks, int call, size_t i) {
-  int s = 0;
-  for (int r = 0; r < nranks; ++r) s += valueOf(r, call, i);
-  return s;
-}
-
-// The number of wrong elements, or -1 when the call failed.
-long runCall(snclComm_t comm, int rank, int nranks, int index, const Call& c, std::vector<char>& in,
-             std::vector<char>& out) {
-  const size_t inCount = c.coll == kReduceScatter ? c.count * nranks : c.count;
-  const size_t outCount = c.coll == kAllGather ? c.count * nranks : c.count;
-  for (size_t i = 0; i < inCount; ++i) store(c.type, in.data(), i, valueOf(rank, index, i));
-  memset(out.data(), 0x5a, outCount * elemSize(c.type));
-  snclResult_t r = snclSuccess;
-  switch (c.coll) {
-    case kAllReduce: r = snclAllReduce(in.data(), out.data(), c.count, c.type, snclSum, comm, nullptr); break;
-    case kAllGather: r = snclAllGather(in.data(), out.data(), c.count, c.type, comm, nullptr); break;
-    case kBroadcast: r = snclBroadcast(in.data(), out.data(), c.count, c.type, c.root, comm, nullptr); break;
-    case kReduceScatter: r = snclReduceScatter(in.data(), out.data(), c.count, c.type, snclSum, comm, nullptr); break;
-    default: break;
-  }
-  if (r != snclSuccess) return -1;
-  long wrong = 0;
-  for (size_t i = 0; i < outCount; ++i) {
-    int expect = 0;
-    switch (c.coll) {
-      case kAllReduce: expect = sumOver(nranks, index, i); break;
-      case kAllGather: expect = valueOf(int(i / c.count), index, i % c.count); break;
-      case kBroadcast: expect = valueOf(c.root, index, i); break;
-      case kReduceScatter: expect = sumOver(nranks, index, size_t(rank) * c.count + i); break;
-      default: break;
-    }
-    wrong += load(c.type, out.data(), i) != expect;
-  }
-  return wrong;
-}
+using namespace sncl::exact;
 
 }  // namespace
 
@@ -365,11 +291,11 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
   std::vector<char> in, out;
   int code = survive ? 0 : 4;
   for (int i = 0; i < calls; ++i) {
-    const Call c = drawCall(rng, nranks);
+    const Call c = drawCall(rng, nranks, 2u << 20, 40);
     const size_t total = c.count * elemSize(c.type) * (c.coll == kBroadcast || c.coll == kAllReduce ? 1 : nranks);
     in.resize(std::max(in.size(), total + 64));
     out.resize(std::max(out.size(), total + 64));
-    const long wrong = runCall(comm, rank, nranks, i, c, in, out);
+    const long wrong = runCall(comm, rank, nranks, i, c, in, out, nullptr);
     if (rank == 0) {
       [[maybe_unused]] ssize_t n = write(progressFd, "c", 1);
       if (i + 1 == downAt[0] || i + 1 == downAt[1]) {  // the test strikes now
