@@ -685,6 +685,11 @@ Result coordinateMembers(snclComm* comm, uint32_t instance, const std::vector<ui
   snprintf(d.text, sizeof(d.text), "%s", text.c_str());
   for (int r : heard)
     if (r != self) sendShrink(comm, r, decision, deadline);
+  // A rank another proposal excluded is not waited for, but it was asked: its answer may
+  // come after the decision, and it then reads the decision that leaves it out (not the
+  // silence of a coordinator that went on without it).
+  for (int r : dropped)
+    if (!answered[size_t(r)] && !excluded[size_t(r)] && !broken[size_t(r)]) sendShrink(comm, r, decision, deadline);
   log::info(log::Subsys::Fault, "comm {} rank {}: shrink #{} coordinated: {}", comm->name, self, instance, text);
   if (d.status != snclSuccess) return fail(Result(d.status), "snclCommShrink: rank {}: {}", self, text);
   *members = out;
