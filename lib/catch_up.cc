@@ -24,6 +24,10 @@ void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShap
   rec.valid = true;
 }
 
+const char* keptInput(const snclComm* comm, uint64_t seq) {
+  return comm->history.calls[seq % kKeptCalls].input.data();
+}
+
 uint64_t oldestKept(const snclComm* comm, uint64_t seq) {
   uint64_t oldest = seq;
   while (oldest > 0 && seq - oldest < uint64_t(kKeptCalls) - 1) {
@@ -42,7 +46,7 @@ void keptPlans(const snclComm* comm, uint64_t seq, const Plan& current, std::vec
 
 const Plan* pinnedPlan(const snclComm* comm, uint64_t seq) {
   const CallHistory& h = comm->history;
-  if (!h.anyPinned || seq > h.pinnedUntil) return nullptr;
+  if (h.pinned.empty() || seq > h.pinnedUntil) return nullptr;
   for (const auto& [s, plan] : h.pinned)
     if (s == seq) return &plan;
   return nullptr;
@@ -52,7 +56,6 @@ Result catchUp(snclComm* comm, const Decision& d, uint64_t seq) {
   CallHistory& h = comm->history;
   h.pinned = d.plans;
   h.pinnedUntil = d.highSeq;
-  h.anyPinned = true;
   for (uint64_t s = d.catchUpSeq; s < seq; ++s) {
     CallRecord& rec = h.calls[s % kKeptCalls];
     if (!rec.valid || rec.seq != s)

@@ -49,11 +49,12 @@ struct CallHistory {
   // Plans the agreement pinned for calls up to pinnedUntil (inclusive).
   std::vector<std::pair<uint64_t, Plan>> pinned;
   uint64_t pinnedUntil = 0;
-  bool anyPinned = false;
 };
 
 // Before call seq runs (retry on only): keeps its input, plan and shape.
 void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShape& shape, const ExecArgs& args);
+// The input keepCall kept of call seq (the call in flight), which a re-run restores.
+const char* keptInput(const snclComm* comm, uint64_t seq);
 // The lowest call this rank can replay, given it is in call seq (seq: none kept).
 uint64_t oldestKept(const snclComm* comm, uint64_t seq);
 // The plans of the calls this rank kept, and of call seq's (current) plan.

@@ -228,7 +228,8 @@ bool anyFaultPending(snclComm* comm) {
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
 // with another route is marked down, the transports reset and the call re-run from its
-// preserved input (an in-place input is saved before the first attempt). Ranks that are
+// preserved input (an in-place input comes back from the copy keepCall made before the
+// first attempt). Ranks that are
 // behind the others are caught up first: this rank replays the calls it finished since
 // (lib/catch_up.h).
 Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args) {
@@ -237,11 +238,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   const size_t outBytes = outputCount(op, comm->nranks) * args.elemSize;
   const auto* in = static_cast<const char*>(args.input);
   const auto* out = static_cast<const char*>(args.output);
-  const bool save = f.retry && in && out && inBytes && in < out + outBytes && out < in + inBytes;
-  if (save) {
-    if (f.savedInput.size() < inBytes) f.savedInput.resize(inBytes);  // grows once, then reused
-    memcpy(f.savedInput.data(), in, inBytes);
-  }
+  const bool restore = f.retry && in && out && inBytes && in < out + outBytes && out < in + inBytes;
   double failedAt = 0;
   std::vector<uint32_t> rerouted;
   for (int attempt = 1;; ++attempt) {
@@ -265,7 +262,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
     if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
-    if (save) memcpy(const_cast<char*>(in), f.savedInput.data(), inBytes);
+    if (restore) memcpy(const_cast<char*>(in), keptInput(comm, args.seq), inBytes);
   }
   if (failedAt == 0) return snclSuccess;
   // The call came through a lost link: say what, after which call, at what cost.

@@ -135,10 +135,10 @@ void writePlans(Message* m, const std::vector<std::pair<uint64_t, Plan>>& plans)
   }
 }
 
-void readPlans(const Message& m, CollType coll, std::vector<std::pair<uint64_t, Plan>>* out) {
+// Plans off the wire have no collective: the caller sets it (the call's own).
+void readPlans(const Message& m, std::vector<std::pair<uint64_t, Plan>>* out) {
   for (uint32_t i = 0; i < std::min<uint32_t>(m.nplans, kKeptCalls); ++i) {
     Plan p;
-    p.coll = coll;  // not on the wire: the schedule's shape and the kept op carry it
     p.chunkBytes = m.plans[i].chunkBytes;
     p.algorithm = Algorithm(m.plans[i].algorithm);
     p.hierarchy = m.plans[i].hierarchy;
@@ -154,7 +154,7 @@ void readDecision(const Message& m, Decision* out) {
   out->catchUpSeq = m.seq;
   out->highSeq = m.oldest;
   out->plans.clear();
-  if (m.seq != Decision::kNoCatchUp) readPlans(m, CollType::kCount, &out->plans);
+  if (m.seq != Decision::kNoCatchUp) readPlans(m, &out->plans);
 }
 
 // Sends, ignoring a peer that is gone: the round finds that out by its silence.
@@ -270,7 +270,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     if (!have[r]) continue;
     serves &= reports[r].oldest <= lowSeq;
     std::vector<std::pair<uint64_t, Plan>> theirs;
-    readPlans(reports[r], CollType::kCount, &theirs);
+    readPlans(reports[r], &theirs);
     for (const auto& e : theirs)
       if (e.first >= lowSeq && std::none_of(plans.begin(), plans.end(), [&](const auto& x) { return x.first == e.first; }))
         plans.push_back(e);

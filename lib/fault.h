@@ -59,7 +59,6 @@ struct FaultState {
   std::string brokenMessage;
   std::vector<int> deadRanks;      // agreed lost ranks (snclCommShrink's default exclusion)
   std::vector<uint32_t> lostLinks; // agreed lost links, in the topology as down
-  std::vector<char> savedInput;    // an in-place call's input, kept for a re-run; grows
   std::atomic<bool> revoked{false};
   double lastPollS = 0;           // of the side channel by a waiting call, rate-limited
   // A message that pulled this rank into a round while its call waited.

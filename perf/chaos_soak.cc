@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "perf/common/args.h"
 #include "perf/common/exact_calls.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
@@ -31,6 +32,7 @@
 namespace {
 
 using namespace sncl::exact;
+using perf::splitList;
 
 struct Options {
   int ranks = 8;
@@ -63,30 +65,6 @@ struct RankReport {
   double bytes;
   char firstError[512];
 };
-
-size_t parseBytes(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  switch (end && *end ? *end : 0) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-  }
-  return static_cast<size_t>(v);
-}
-
-std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 std::string endpointLink(int n, int e, int p) {
   return "n" + std::to_string(n) + ".e" + std::to_string(e) + "-n" + std::to_string(n) + ".l1p" + std::to_string(p);
@@ -290,7 +268,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = strtoull(v, nullptr, 10);
     else if (a == "--seeds") o.seeds = atoi(v);
     else if (a == "--calls") o.calls = atoi(v);
-    else if (a == "--max-bytes") o.maxBytes = parseBytes(v);
+    else if (a == "--max-bytes") { if (!perf::parseSize(v, &o.maxBytes)) usage(); }
     else if (a == "--fault-rate") o.faultRate = atof(v);
     else if (a == "--faults") o.faults = v;
     else if (a == "--injector") o.injector = atoi(v);

@@ -21,6 +21,7 @@
 #include "lib/clock.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
+#include "tests/util/netns.h"
 
 namespace {
 
@@ -29,30 +30,9 @@ constexpr int kBootstrapPort = 29500;         // free: the namespaces are new
 constexpr int kHelperDeadlineMs = 90000;
 constexpr size_t kCount = (4u << 20) + 3;     // floats: 16 MiB cross the veth each way
 
-bool sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-std::string shOut(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof(buf), p)) out += buf;
-    pclose(p);
-  }
-  return out;
-}
-
-// Namespaces of earlier runs that were killed before their cleanup ran.
-void removeStale() {
-  const std::string list = shOut("ip netns list 2>/dev/null");
-  size_t pos = 0;
-  while ((pos = list.find(kPrefix, pos)) != std::string::npos) {
-    size_t end = list.find_first_of(" \n", pos);
-    const std::string name = list.substr(pos, end - pos);
-    pos = end;
-    const pid_t pid = static_cast<pid_t>(atol(name.c_str() + strlen(kPrefix) + 2));
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) sh("ip netns del " + name);
-  }
-}
+using sncl::test::sh;
+using sncl::test::shOut;
+void removeStale() { sncl::test::removeStaleNamespaces(kPrefix); }
 
 // Two namespaces joined by a veth pair; removed in the destructor (deleting a namespace
 // deletes the veth end inside it, and with it the pair).

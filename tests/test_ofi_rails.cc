@@ -31,6 +31,7 @@
 #include "perf/common/exact_calls.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
+#include "tests/util/netns.h"
 
 namespace {
 
@@ -39,29 +40,9 @@ constexpr int kBootstrapPort = 29500;           // free: the namespaces are new
 constexpr int kJobDeadlineMs = 80000;
 const char* const kLinks[] = {"rail0", "rail1", "ctl"};  // the same names in both namespaces
 
-bool sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-std::string shOut(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof(buf), p)) out += buf;
-    pclose(p);
-  }
-  return out;
-}
-
-void removeStale() {
-  const std::string list = shOut("ip netns list 2>/dev/null");
-  size_t pos = 0;
-  while ((pos = list.find(kPrefix, pos)) != std::string::npos) {
-    size_t end = list.find_first_of(" \n", pos);
-    const std::string name = list.substr(pos, end - pos);
-    pos = end;
-    const pid_t pid = static_cast<pid_t>(atol(name.c_str() + strlen(kPrefix) + 2));
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) sh("ip netns del " + name);
-  }
-}
+using sncl::test::sh;
+using sncl::test::shOut;
+void removeStale() { sncl::test::removeStaleNamespaces(kPrefix); }
 
 // Two namespaces joined by three veth pairs, each pair its own /30 of 10.250.S.0/28.
 struct Hosts {

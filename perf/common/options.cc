@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "perf/common/args.h"
+
 namespace perf {
 
 const char* const kTypeNames[snclNumTypes] = {"int8",  "uint8", "int32",  "uint32",   "int64",  "uint64",
@@ -28,20 +30,6 @@ void usage(const char* prog) {
           "types: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 | all\n"
           "ops: sum prod max min avg mulsum | all\n",
           prog);
-}
-
-bool parseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  if (end == s || v < 0) return false;
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-  }
-  if (*end) return false;
-  *out = static_cast<size_t>(v);
-  return true;
 }
 
 bool parseInt(const char* s, int lo, int hi, int* out) {

@@ -78,15 +78,15 @@ double roundTo(snclDataType_t type, double v) {
   return loadElement(type, buf, 0);
 }
 
-uint64_t mix(uint64_t x) {
+}  // namespace
+
+uint64_t mix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
   x *= 0xc4ceb9fe1a85ec53ull;
   return x ^ (x >> 33);
 }
-
-}  // namespace
 
 double preMulScalar(int rank) { return 1.0 + rank % 2; }
 
@@ -181,7 +181,7 @@ size_t countWrong(snclDataType_t type, snclRedOp_t op, int nranks, const void* b
 void fillPattern(size_t elemSize, int rank, void* buf, size_t count, size_t first) {
   auto* bytes = static_cast<unsigned char*>(buf);
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t h = mix((static_cast<uint64_t>(rank) << 40) ^ (first + i));
+    const uint64_t h = mix64((static_cast<uint64_t>(rank) << 40) ^ (first + i));
     for (size_t b = 0; b < elemSize; ++b) bytes[i * elemSize + b] = static_cast<unsigned char>(h >> (8 * (b % 8)));
   }
 }

@@ -34,6 +34,9 @@ void fillInput(snclDataType_t type, snclRedOp_t op, int rank, int nranks, void* 
 // Elements of buf[0..count) that differ from the reduction at elements first.. .
 size_t countWrong(snclDataType_t type, snclRedOp_t op, int nranks, const void* buf, size_t count, size_t first = 0);
 
+// A 64-bit mixing function (the murmur3 finalizer): well-spread bits for test data.
+uint64_t mix64(uint64_t x);
+
 // Data that collectives only move: arbitrary bytes per (rank, element), elements `first`..
 void fillPattern(size_t elemSize, int rank, void* buf, size_t count, size_t first = 0);
 size_t countWrongPattern(size_t elemSize, int rank, const void* buf, size_t count, size_t first = 0);

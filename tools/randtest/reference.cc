@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tests/util/data.h"  // storeElement/loadElement: the type conversions, tested there
+#include "tests/util/data.h"  // storeElement/loadElement (the type conversions, tested there), mix64
 
 namespace randtest {
 
@@ -83,13 +83,7 @@ int64_t shareOf(int64_t budget, int nranks, int rank, size_t i) {
   return (static_cast<size_t>(rank) + i) % static_cast<size_t>(nranks) < static_cast<size_t>(budget) ? 1 : 0;
 }
 
-uint64_t hash(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
+uint64_t hash(uint64_t x) { return sncl::test::mix64(x); }
 
 }  // namespace
 
