@@ -38,10 +38,10 @@ uint64_t oldestKept(const snclComm* comm, uint64_t seq) {
   return oldest;
 }
 
-void keptPlans(const snclComm* comm, uint64_t seq, const Plan& current, std::vector<std::pair<uint64_t, Plan>>* out) {
+void keptPlans(const snclComm* comm, uint64_t seq, const Plan* current, std::vector<std::pair<uint64_t, Plan>>* out) {
   out->clear();
   for (uint64_t s = oldestKept(comm, seq); s < seq; ++s) out->push_back({s, comm->history.calls[s % kKeptCalls].plan});
-  out->push_back({seq, current});
+  if (current) out->push_back({seq, *current});
 }
 
 const Plan* pinnedPlan(const snclComm* comm, uint64_t seq) {

@@ -57,8 +57,9 @@ void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShap
 const char* keptInput(const snclComm* comm, uint64_t seq);
 // The lowest call this rank can replay, given it is in call seq (seq: none kept).
 uint64_t oldestKept(const snclComm* comm, uint64_t seq);
-// The plans of the calls this rank kept, and of call seq's (current) plan.
-void keptPlans(const snclComm* comm, uint64_t seq, const Plan& current, std::vector<std::pair<uint64_t, Plan>>* out);
+// The plans of the calls this rank kept, and of call seq's (current) plan unless it is
+// nullptr (this rank has not reached call seq).
+void keptPlans(const snclComm* comm, uint64_t seq, const Plan* current, std::vector<std::pair<uint64_t, Plan>>* out);
 
 // The plan the agreement pinned for call seq, or nullptr.
 const Plan* pinnedPlan(const snclComm* comm, uint64_t seq);

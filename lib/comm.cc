@@ -12,6 +12,7 @@
 #include "lib/default_topo.h"
 #include "lib/env.h"
 #include "lib/log.h"
+#include "lib/p2p_group.h"
 #include "lib/reduce.h"
 
 namespace sncl {
@@ -197,19 +198,6 @@ size_t resultCount(const CollOp& op, int rank) {
   return op.count;
 }
 
-// Point-to-point tags carry this where a collective's carry its sequence number: sends and
-// receives are not collective, so the ranks' counts of them differ.
-constexpr uint64_t kPointToPointSeq = 0xffffffff;
-
-// Runs a schedule as one call of the comm, bracketed for transports that model time.
-Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
-  for (auto& t : comm->transports) t->callBegin();
-  const Result r = comm->executor->run(schedule, args);
-  for (auto& t : comm->transports) t->callEnd();
-  return r;
-}
-
-
 // The links not up, for messages that must show whether two ranks plan on the same graph.
 std::string linkHealthSummary(const topo::Graph& g) {
   std::string out;
@@ -218,12 +206,6 @@ std::string linkHealthSummary(const topo::Graph& g) {
       out += fmt::format("{}{}:{}", out.empty() ? "" : " ", g.linkName(l),
                          g.linkState(l) == topo::LinkState::Down ? std::string("down") : fmt::format("x{:.3g}", g.linkFactor(l)));
   return out.empty() ? "all up" : out;
-}
-
-bool anyFaultPending(snclComm* comm) {
-  for (auto& t : comm->transports)
-    if (t->faultPending()) return true;
-  return false;
 }
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
@@ -244,7 +226,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   for (int attempt = 1;; ++attempt) {
     Result r = comm->executor->run(comm->schedule, args);
     const bool interrupted = comm->executor->interrupted();
-    if (r == snclSuccess && !anyFaultPending(comm)) break;
+    if (r == snclSuccess && !faultPending(comm)) break;
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
@@ -256,7 +238,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
-    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, plan, &d));
+    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, &plan, &d));
     if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
                                                                             comm->rank, d.message));
     SNCL_CHECK(faultApplyRetry(comm, d));
@@ -347,48 +329,6 @@ Result runCollective(snclComm* comm, const CollOp& op) {
   const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
   if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
   return snclSuccess;
-}
-
-// The sends and receives among tasks, as one step. Self sends and receives that do not
-// pair up fail before anything is posted, leaving the comm usable.
-Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
-  comm->p2pOps.clear();
-  comm->p2pBuffers.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const CollOp& op = tasks[i].op;
-    if (!isPointToPoint(op.coll)) continue;
-    const bool send = op.coll == CollType::Send;
-    comm->p2pOps.push_back({send, op.peer, op.count * dtypeSize(op.dtype)});
-    comm->p2pBuffers.push_back(send ? const_cast<void*>(op.input) : op.output);
-  }
-  size_t bad = 0;
-  const algo::P2pStatus status = algo::PointToPoint::build(comm->rank, comm->nranks, comm->p2pOps.data(),
-                                                           comm->p2pOps.size(), &comm->p2p, &comm->p2pSchedule, &bad);
-  switch (status) {
-    case algo::P2pStatus::Ok: break;
-    case algo::P2pStatus::SelfSendUnmatched:
-      return fail(snclInvalidUsage, "rank {}: a send to itself ({} bytes) has no receive from itself in its group",
-                  comm->rank, comm->p2pOps[bad].bytes);
-    case algo::P2pStatus::SelfRecvUnmatched:
-      return fail(snclInvalidUsage, "rank {}: a receive from itself ({} bytes) has no send to itself in its group",
-                  comm->rank, comm->p2pOps[bad].bytes);
-    case algo::P2pStatus::SelfSizeMismatch:
-      return fail(snclInvalidArgument, "rank {}: a receive from itself of {} bytes is paired with a send of another size",
-                  comm->rank, comm->p2pOps[bad].bytes);
-  }
-  ExecArgs args;
-  args.userBuffers = comm->p2pBuffers.data();
-  args.elemSize = 1;
-  args.seq = kPointToPointSeq;
-  const Result r = runTimed(comm, comm->p2pSchedule, args);
-  if (r != snclSuccess) commSetAsyncError(comm, r);
-  // A peer that never posts its side leaves this rank waiting: most likely a missing call.
-  if (r == snclTimeout)
-    return fail(snclInvalidUsage,
-                "rank {}: sends/receives did not complete by the deadline ({} ms): does every peer post the "
-                "matching snclRecv/snclSend, with the same count? ({})",
-                comm->rank, comm->timeoutMs, lastError());
-  return r;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "lib/fault.h"
 #include "lib/group.h"
 #include "lib/op.h"
+#include "lib/p2p_group.h"
 #include "lib/planner.h"
 #include "lib/redop.h"
 #include "lib/transport.h"
@@ -60,6 +61,7 @@ struct snclComm {
   sncl::algo::Schedule p2pSchedule;
   std::vector<sncl::algo::P2pOp> p2pOps;
   std::vector<void*> p2pBuffers;
+  sncl::P2pGroupState p2pGroup;  // the group in flight, for a fault's survey (lib/p2p_group.h)
 
   // Reduction ops made by snclRedOpCreatePreMulSum, indexed by the handle (lib/redop.h).
   std::mutex userOpsMutex;

@@ -43,7 +43,7 @@ void Executor::deliverReduce(void* ctx, size_t offset, const void* data, size_t 
   t->reduce(t->dst + offset, t->src + offset, data, bytes / t->elemSize);
 }
 
-Result Executor::post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink) {
+Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink) {
   const size_t bytes = op.count * args.elemSize;
   const uint64_t tag = (args.seq << 32) | op.tag;
   if (op.kind == algo::OpKind::Copy || op.kind == algo::OpKind::Reduce) {
@@ -51,6 +51,7 @@ Result Executor::post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink
     const char* src = bufferOf(op.srcBuf, args) + op.src * args.elemSize;
     if (op.kind == algo::OpKind::Reduce) args.reduce(dst, dst, src, op.count);
     else if (dst != src) memcpy(dst, src, bytes);
+    if (args.opDone) args.opDone[index] = 1;
     return snclSuccess;
   }
   if (op.peer < 0 || op.peer >= static_cast<int>(transportOfPeer_.size()) || op.peer == rank_ ||
@@ -69,7 +70,7 @@ Result Executor::post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink
     }
     SNCL_CHECK(t->irecv(op.peer, tag, bytes, s, &req));
   }
-  pending_.push_back({t, req, op.peer});
+  pending_.push_back({t, req, op.peer, index});
   return snclSuccess;
 }
 
@@ -81,15 +82,15 @@ Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
     pending_.clear();
     sinks_.resize(std::max<size_t>(sinks_.size(), end - begin));
     for (uint32_t i = begin; i < end; ++i) {
-      Result r = post(schedule.ops[i], args, &sinks_[i - begin]);
+      Result r = post(i, schedule.ops[i], args, &sinks_[i - begin]);
       if (r != snclSuccess) return r;
     }
-    SNCL_CHECK(waitAll(step));
+    SNCL_CHECK(waitAll(step, args.opDone));
   }
   return snclSuccess;
 }
 
-Result Executor::waitAll(size_t stepIndex) {
+Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
   Deadline slow = Deadline::afterMs(timeoutMs_ / 4);
   bool stalled = false;
@@ -104,6 +105,7 @@ Result Executor::waitAll(size_t stepIndex) {
         return r;
       }
       if (done) {
+        if (opDone) opDone[pending_[i].op] = 1;
         pending_[i] = pending_.back();
         pending_.pop_back();
         progressed = true;

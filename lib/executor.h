@@ -21,6 +21,7 @@ struct ExecArgs {
   size_t elemSize = 0;
   ReduceFn reduce = nullptr;  // for RecvReduce ops
   uint64_t seq = 0;           // the collective's sequence number on this comm (goes into tags)
+  uint8_t* opDone = nullptr;  // if set, opDone[i] = 1 once schedule op i completed (a fault's survey)
 };
 
 class Executor {
@@ -49,6 +50,7 @@ class Executor {
     Transport* transport;
     RequestId req;
     int peer;
+    uint32_t op;  // its index in the schedule
   };
   // What a receive's sink needs to place or reduce a fragment.
   struct SinkTarget {
@@ -60,8 +62,8 @@ class Executor {
   static void deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes);
   static void deliverReduce(void* ctx, size_t offset, const void* data, size_t bytes);
 
-  Result post(const algo::Op& op, const ExecArgs& args, SinkTarget* sink);
-  Result waitAll(size_t stepIndex);
+  Result post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink);
+  Result waitAll(size_t stepIndex, uint8_t* opDone);
 
   int rank_;
   std::vector<Transport*> transportOfPeer_;

@@ -10,6 +10,7 @@
 #include "lib/catch_up.h"
 #include "lib/comm.h"
 #include "lib/env.h"
+#include "lib/fault_vote.h"
 #include "lib/log.h"
 
 namespace sncl {
@@ -17,6 +18,7 @@ namespace {
 
 constexpr int kMaxLinks = 32;
 constexpr int kMaxDead = 64;
+constexpr int kMaxP2pPeers = 128;  // a rank's point-to-point peers whose counts a round carries
 constexpr double kPollIntervalS = 0.001;
 
 enum Kind : uint32_t { kReport = 1, kJoin = 2, kDecision = 3 };
@@ -38,6 +40,13 @@ struct Message {
     int32_t algorithm, hierarchy, inner, outer;
   } plans[kKeptCalls];
   uint32_t rails, railsLost;  // Report: its transports' rails, usable and lost (lib/transport.h)
+  int32_t inGroup;            // Report: in a group of sends and receives, between calls seq-1 and seq
+  int32_t p2pOverflow;        // Report: received from more peers than p2p holds
+  uint32_t np2p;              // Report: messages received per peer; Decision: of the rank's, per peer
+  struct {
+    int32_t peer;
+    uint32_t count;
+  } p2p[kMaxP2pPeers];
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
   int32_t dead[kMaxDead];
@@ -47,24 +56,6 @@ struct Message {
 // Tags of the side channel: the round keeps rounds apart, the kind messages of one round.
 uint32_t tagOf(Kind kind, uint32_t round) { return 0xfa000000u | ((round & 0x3fffffu) << 2) | kind; }
 
-// A vote counts only as the answer to one coordinator's request in one round: its nonce
-// tells a fresh answer from one queued long ago (a rank stopped and resumed finds the
-// reports sent to it while it was stopped, and must not count them as a majority).
-uint64_t freshNonce(int rank) {
-  static std::mt19937_64 gen(std::random_device{}() ^ uint64_t(getpid()) << 20);
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  // The pid and the time too: a generator forked from a parent that had used it repeats.
-  const uint64_t salt = uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ uint64_t(Clock::now().time_since_epoch().count());
-  return (uint64_t(uint32_t(rank) + 1) << 40) ^ ((gen() ^ salt) & ((uint64_t{1} << 40) - 1)) ^ (uint64_t{1} << 63);
-}
-
-// A rank waits this long for the lowest rank it still counts on before it gives up on it
-// and turns to the next (or coordinates itself): a live rank in a call answers within a
-// millisecond or so, one in no call only when it enters one.
-int64_t failoverMs(int64_t timeoutMs) { return std::max<int64_t>(timeoutMs / 4, 1); }
-
-bool majority(int heard, int nranks) { return 2 * heard > nranks; }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -104,11 +95,6 @@ int lowestLive(int nranks, const std::vector<int>& dead) {
   for (int r = 0; r < nranks; ++r)
     if (!contains(dead, r)) return r;
   return -1;
-}
-
-std::string rankList(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
 std::string linkList(const topo::Graph& g, const std::vector<uint32_t>& links) {
@@ -155,6 +141,23 @@ void readDecision(const Message& m, Decision* out) {
   out->highSeq = m.oldest;
   out->plans.clear();
   if (m.seq != Decision::kNoCatchUp) readPlans(m, &out->plans);
+  out->delivered.clear();
+  for (uint32_t i = 0; i < std::min<uint32_t>(m.np2p, kMaxP2pPeers); ++i) out->delivered.push_back({m.p2p[i].peer, m.p2p[i].count});
+}
+
+// The decision for rank r: how many of its messages each peer reported received. False
+// when they do not fit.
+bool writeDelivered(const std::vector<Message>& reports, const std::vector<bool>& have, int r, Message* d) {
+  d->np2p = 0;
+  for (size_t q = 0; q < reports.size(); ++q) {
+    if (!have[q]) continue;
+    for (uint32_t i = 0; i < std::min<uint32_t>(reports[q].np2p, kMaxP2pPeers); ++i)
+      if (reports[q].p2p[i].peer == r) {
+        if (d->np2p == kMaxP2pPeers) return false;
+        d->p2p[d->np2p++] = {int32_t(q), reports[q].p2p[i].count};
+      }
+  }
+  return true;
 }
 
 // Sends, ignoring a peer that is gone: the round finds that out by its silence.
@@ -249,7 +252,10 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   std::vector<uint32_t> links;
   uint32_t rails = 0, railsLost = 0;
   bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
-  uint64_t lowSeq = UINT64_MAX, highSeq = 0;
+  bool inGroups = false, overflow = false;  // a rank is in a group of sends and receives; counts did not fit
+  // Calls lowSeq..highEnd-1 are in question: the lowest not finished everywhere, to the
+  // highest a rank reached (a rank in a group reached the call before it).
+  uint64_t lowSeq = UINT64_MAX, highEnd = 0;
   int firstError = -1;
   std::vector<int> voters;
   for (int r = 0; r < n; ++r) {
@@ -259,7 +265,9 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     readLists(reports[r], &links, &ignored);
     rails |= reports[r].rails, railsLost |= reports[r].railsLost;
     lowSeq = std::min(lowSeq, reports[r].seq);
-    highSeq = std::max(highSeq, reports[r].seq);
+    highEnd = std::max(highEnd, reports[r].inGroup ? reports[r].seq : reports[r].seq + 1);
+    inGroups |= reports[r].inGroup != 0;
+    overflow |= reports[r].p2pOverflow != 0;
     canRetry &= reports[r].canRetry != 0;
     if (firstError < 0 && reports[r].code != snclSuccess && contains(dead, r) == false) firstError = r;
   }
@@ -275,8 +283,17 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       if (e.first >= lowSeq && std::none_of(plans.begin(), plans.end(), [&](const auto& x) { return x.first == e.first; }))
         plans.push_back(e);
   }
-  const bool sameCall = lowSeq == highSeq;
-  const bool catchUp = serves && highSeq - lowSeq < uint64_t(kKeptCalls) && plans.size() == highSeq - lowSeq + 1;
+  // Every rank in one call: it is re-run as it is. Otherwise every rank runs each call in
+  // question once more, on the plan of the ranks that reached it.
+  const bool sameCall = !inGroups && highEnd == lowSeq + 1;
+  const uint64_t span = highEnd > lowSeq ? highEnd - lowSeq : 0;
+  const bool needCatchUp = !sameCall && span > 0;
+  const bool catchUp = serves && span <= uint64_t(kKeptCalls) && plans.size() == span;
+  if (inGroups) {  // each rank's decision carries its peers' counts
+    Message probe{};
+    for (int r = 0; r < n && !overflow; ++r)
+      if (have[r]) overflow = !writeDelivered(reports, have, r, &probe);
+  }
   Message d{};
   d.kind = kDecision;
   d.round = round;
@@ -299,13 +316,17 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     for (int r : dead)
       if (!why[r].empty()) text += fmt::format(" (rank {}: {})", r, why[r]);
     if (firstError >= 0) text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
-  } else if (!sameCall && !catchUp) {
+  } else if (needCatchUp && !catchUp) {
     d.verdict = int32_t(Verdict::Failed);
-    text = highSeq - lowSeq >= uint64_t(kKeptCalls)
+    text = span > uint64_t(kKeptCalls)
                ? fmt::format("ranks were in calls #{} to #{} when the fault hit; at most {} calls apart are caught up",
-                             lowSeq + 1, highSeq + 1, kKeptCalls)
+                             lowSeq + 1, highEnd, kKeptCalls)
                : fmt::format("ranks were in calls #{} to #{} when the fault hit, and those ahead did not keep the "
-                             "calls in between (SNCL_RETRY=0 on some rank?)", lowSeq + 1, highSeq + 1);
+                             "calls in between (SNCL_RETRY=0 on some rank?)", lowSeq + 1, highEnd);
+  } else if (inGroups && overflow) {
+    d.verdict = int32_t(Verdict::Failed);
+    text = fmt::format("a group of sends and receives was in flight, and a rank has exchanged messages with more "
+                       "than {} peers: a fault round cannot carry their counts", kMaxP2pPeers);
   } else if (!links.empty() || railsLost) {
     std::string unreachable;
     bool routed = markDown(comm, links, &unreachable);
@@ -315,19 +336,20 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       d.verdict = int32_t(Verdict::Retry);
       d.code = snclSuccess;
       text = fmt::format("{} lost; rerouting", lost);
-      if (!sameCall) {
-        text += fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highSeq + 1);
+      if (needCatchUp) {
+        text += fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highEnd);
         d.seq = lowSeq;
-        d.oldest = highSeq;
+        d.oldest = highEnd - 1;
         writePlans(&d, plans);
       }
+      if (inGroups) text += "; groups of sends and receives in flight finish their remaining messages";
     } else {
       d.verdict = int32_t(Verdict::LinkLost);
       text = fmt::format("{} {} down: {}", railsLost ? lost : "link " + linkList(g, links),
                          links.size() + size_t(__builtin_popcount(railsLost)) > 1 ? "are" : "is",
                          routed ? "retry is off (SNCL_RETRY=0) or its attempts are used up" : unreachable);
     }
-  } else if (!sameCall) {
+  } else if (needCatchUp) {
     d.verdict = int32_t(Verdict::Failed);
     text = "ranks were in different calls and no link was lost; the calls cannot be re-run";
   } else {
@@ -339,7 +361,12 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   writeLists(&d, links, dead);
   setText(&d, text);
   for (int r = 0; r < n; ++r)
-    if (have[r] && r != comm->rank) sendTo(comm, r, d, deadline);
+    if (have[r] && r != comm->rank) {
+      Message theirs = d;
+      if (inGroups) writeDelivered(reports, have, r, &theirs);
+      sendTo(comm, r, theirs, deadline);
+    }
+  if (inGroups) writeDelivered(reports, have, comm->rank, &d);
   readDecision(d, out);
   out->links = links;
   out->deadRanks = dead;
@@ -470,7 +497,7 @@ bool faultPoll(snclComm* comm) {
 }
 
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
-                  const Plan& plan, Decision* out) {
+                  const Plan* plan, Decision* out) {
   FaultState& f = comm->fault;
   const uint32_t round = f.round++;
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
@@ -489,6 +516,12 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   std::vector<std::pair<uint64_t, Plan>> plans;
   keptPlans(comm, seq, plan, &plans);
   writePlans(&mine, plans);
+  mine.inGroup = plan ? 0 : 1;
+  std::vector<std::pair<int, uint32_t>> received;
+  p2pDelivered(comm, &received);
+  mine.p2pOverflow = received.size() > size_t(kMaxP2pPeers);
+  mine.np2p = uint32_t(std::min<size_t>(received.size(), kMaxP2pPeers));
+  for (uint32_t i = 0; i < mine.np2p; ++i) mine.p2p[i] = {received[i].first, received[i].second};
   std::vector<uint32_t> links;
   std::vector<int> dead;
   observe(comm, &links, &dead);
@@ -503,8 +536,8 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   }
   writeLists(&mine, links, dead);
   setText(&mine, causeText);
-  log::info(log::Subsys::Fault, "comm {} rank {}: fault round {} for call #{} ({}{}); saw links [{}], lost ranks [{}]",
-            comm->name, comm->rank, round, seq,
+  log::info(log::Subsys::Fault, "comm {} rank {}: fault round {} for {} #{} ({}{}); saw links [{}], lost ranks [{}]",
+            comm->name, comm->rank, round, plan ? "call" : "a group of sends and receives before call", seq + 1,
             f.pulledBy >= 0 ? fmt::format("pulled in by rank {}", f.pulledBy) : std::string("detected"),
             cause != snclSuccess ? fmt::format(": {}", causeText) : std::string(),
             linkList(comm->topology->graph(), links), rankList(dead));
@@ -535,6 +568,12 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   return snclSuccess;
 }
 
+bool faultPending(snclComm* comm) {
+  for (auto& t : comm->transports)
+    if (t->faultPending()) return true;
+  return false;
+}
+
 bool faultSelfDead(snclComm* comm) {
   std::vector<uint32_t> links;
   std::vector<int> dead;
@@ -550,223 +589,18 @@ Result faultApplyRetry(snclComm* comm, const Decision& d) {
   return snclSuccess;
 }
 
-}  // namespace sncl
-
-// ---- snclCommShrink's agreement on the members (docs/faults.md) ----
-
-namespace sncl {
-namespace {
-
-enum ShrinkKind : uint32_t { kCollect = 1, kPropose = 2, kMembers = 3 };
-
-// Every shrink message is this header and a bitmap of the comm's ranks (Propose: those the
-// sender excludes; Members: the decided members), so all have one size on a comm.
-struct ShrinkHeader {
-  uint32_t kind;
-  uint32_t instance;  // the how-many-th shrink of this comm
-  int32_t from;
-  int32_t status;     // Propose: the sender's argument check; Members: snclSuccess, or why there is no comm
-  uint64_t nonce;     // the coordinator's, echoed by every answer and in its decision
-  int64_t collectMs;  // Collect: how long the coordinator collects at most
-  snclUniqueId root;  // Members: the new comm's rendezvous
-  char text[400];
-};
-
-uint32_t shrinkTag(ShrinkKind kind, uint32_t instance) { return 0xfb000000u | ((instance & 0x3fffffu) << 2) | kind; }
-
-class ShrinkMessage {
- public:
-  explicit ShrinkMessage(int nranks) : n_(nranks), bytes_(sizeof(ShrinkHeader) + (size_t(nranks) + 7) / 8) {}
-  ShrinkHeader& h() { return *reinterpret_cast<ShrinkHeader*>(bytes_.data()); }
-  bool bit(int r) const { return (bytes_[sizeof(ShrinkHeader) + size_t(r) / 8] >> (r % 8)) & 1; }
-  void set(int r) { bytes_[sizeof(ShrinkHeader) + size_t(r) / 8] |= char(1 << (r % 8)); }
-  std::vector<int> ranks() const {
-    std::vector<int> v;
-    for (int r = 0; r < n_; ++r)
-      if (bit(r)) v.push_back(r);
-    return v;
-  }
-  void* data() { return bytes_.data(); }
-  size_t size() const { return bytes_.size(); }
-
- private:
-  int n_;
-  std::vector<char> bytes_;
-};
-
-bool sendShrink(snclComm* comm, int peer, ShrinkMessage& m, Deadline deadline) {
-  const Deadline shortly = Deadline::afterMs(std::min<int64_t>(deadline.remainingMs(), 2000));
-  return comm->bootstrap->send(peer, shrinkTag(ShrinkKind(m.h().kind), m.h().instance), m.data(), m.size(),
-                               shortly) == snclSuccess;
+uint64_t freshNonce(int rank) {
+  static std::mt19937_64 gen(std::random_device{}() ^ uint64_t(getpid()) << 20);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  // The pid and the time too: a generator forked from a parent that had used it repeats.
+  const uint64_t salt = uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ uint64_t(Clock::now().time_since_epoch().count());
+  return (uint64_t(uint32_t(rank) + 1) << 40) ^ ((gen() ^ salt) & ((uint64_t{1} << 40) - 1)) ^ (uint64_t{1} << 63);
 }
 
-Result tryRecvShrink(snclComm* comm, int peer, ShrinkKind kind, uint32_t instance, ShrinkMessage* m, bool* got) {
-  return comm->bootstrap->tryRecv(peer, shrinkTag(kind, instance), m->data(), m->size(), got);
-}
-
-int64_t msSince(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
-// The coordinator asks every rank it does not exclude for its proposal, takes the answers
-// that come by the deadline (not waiting for a rank some proposal excludes, or whose
-// connection broke), decides and tells every rank that answered. Members: those that
-// answered, itself included, minus the union of all exclusions.
-Result coordinateMembers(snclComm* comm, uint32_t instance, const std::vector<uint8_t>& excluded, Result status,
-                         const std::string& statusText, std::vector<uint8_t> broken, Deadline deadline,
-                         std::vector<int>* members, snclUniqueId* root) {
-  const int n = comm->nranks, self = comm->rank;
-  const uint64_t nonce = freshNonce(self);
-  std::vector<int> excludedBy(size_t(n), -1);  // the first rank whose proposal excludes it
-  for (int r = 0; r < n; ++r)
-    if (excluded[size_t(r)]) excludedBy[size_t(r)] = self;
-  ShrinkMessage collect(n);
-  collect.h() = ShrinkHeader{kCollect, instance, self, snclSuccess, nonce, deadline.remainingMs(), {}, {}};
-  for (int r = 0; r < n; ++r)
-    if (r != self && !excluded[size_t(r)] && !broken[size_t(r)] && !sendShrink(comm, r, collect, deadline))
-      broken[size_t(r)] = 1;
-  std::vector<uint8_t> answered(size_t(n), 0);
-  answered[size_t(self)] = 1;
-  int badRank = status != snclSuccess ? self : -1;
-  std::string badText = statusText;
-  ShrinkMessage answer(n);
-  while (true) {
-    bool waiting = false;
-    for (int r = 0; r < n; ++r) {
-      if (answered[size_t(r)] || broken[size_t(r)]) continue;
-      bool got = true;
-      while (got && !answered[size_t(r)]) {  // answers to another coordinator are dropped
-        if (tryRecvShrink(comm, r, kPropose, instance, &answer, &got) != snclSuccess) {
-          broken[size_t(r)] = 1;
-          break;
-        }
-        if (!got || answer.h().nonce != nonce) continue;
-        answered[size_t(r)] = 1;
-        for (int x : answer.ranks())
-          if (excludedBy[size_t(x)] < 0) excludedBy[size_t(x)] = r;
-        if (answer.h().status != snclSuccess && badRank < 0) {
-          badRank = r;
-          badText = std::string(answer.h().text, strnlen(answer.h().text, sizeof(answer.h().text)));
-        }
-      }
-      if (!answered[size_t(r)] && !broken[size_t(r)] && excludedBy[size_t(r)] < 0) waiting = true;
-    }
-    if (!waiting || deadline.expired()) break;
-    usleep(500);
-  }
-
-  ShrinkMessage decision(n);
-  ShrinkHeader& d = decision.h();
-  d = ShrinkHeader{kMembers, instance, self, snclSuccess, nonce, 0, {}, {}};
-  std::vector<int> heard, out, dropped;
-  for (int r = 0; r < n; ++r) {
-    if (answered[size_t(r)]) heard.push_back(r);
-    if (answered[size_t(r)] && excludedBy[size_t(r)] < 0) out.push_back(r), decision.set(r);
-    else if (excludedBy[size_t(r)] >= 0) dropped.push_back(r);
-  }
-  std::string text;
-  if (badRank >= 0) {
-    d.status = snclInvalidArgument;
-    text = fmt::format("rank {} passed bad arguments to snclCommShrink: {}", badRank, badText);
-  } else if (!majority(int(heard.size()), n)) {
-    d.status = snclRemoteError;
-    text = fmt::format("cut off from the majority of comm {}: the shrink heard from {} of {} ranks ({}), a strict "
-                       "majority is {}; no comm is made", comm->name, heard.size(), n, rankList(heard), n / 2 + 1);
-  } else if (bootstrapCreateRoot(&d.root) != snclSuccess) {
-    d.status = snclSystemError;
-    text = fmt::format("rank {} could not create the new comm's rendezvous: {}", self, lastError());
-  } else {
-    text = fmt::format("members {} of comm {} (rank {} decided)", rankList(out), comm->name, self);
-    if (!dropped.empty()) {
-      text += "; excluded";
-      for (int x : dropped) text += fmt::format(" {} (by rank {})", x, excludedBy[size_t(x)]);
-    }
-  }
-  snprintf(d.text, sizeof(d.text), "%s", text.c_str());
-  for (int r : heard)
-    if (r != self) sendShrink(comm, r, decision, deadline);
-  // A rank another proposal excluded is not waited for, but it was asked: its answer may
-  // come after the decision, and it then reads the decision that leaves it out (not the
-  // silence of a coordinator that went on without it).
-  for (int r : dropped)
-    if (!answered[size_t(r)] && !excluded[size_t(r)] && !broken[size_t(r)]) sendShrink(comm, r, decision, deadline);
-  log::info(log::Subsys::Fault, "comm {} rank {}: shrink #{} coordinated: {}", comm->name, self, instance, text);
-  if (d.status != snclSuccess) return fail(Result(d.status), "snclCommShrink: rank {}: {}", self, text);
-  *members = out;
-  *root = d.root;
-  return snclSuccess;
-}
-
-}  // namespace
-
-Result faultAgreeMembers(snclComm* comm, const std::vector<int>& exclude, Result status, const std::string& statusText,
-                         std::vector<int>* members, snclUniqueId* root) {
-  FaultState& f = comm->fault;
-  const uint32_t instance = f.shrinks++;
-  const int n = comm->nranks, self = comm->rank;
-  const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
-  const int64_t window = failoverMs(comm->timeoutMs);
-  const auto t0 = Clock::now();
-  std::vector<uint8_t> excluded(size_t(n), 0), broken = f.sideBroken;
-  broken.resize(size_t(n), 0);
-  for (int x : exclude)
-    if (x >= 0 && x < n) excluded[size_t(x)] = 1;
-  // Wait for a coordinator's request: the lowest rank not excluded whose connection works
-  // is the one expected; one that stays silent is passed over after the failover window
-  // (each lower rank still connected adds a window before this rank coordinates). A request
-  // from any rank not excluded is answered: the first that comes, since a rank that
-  // arrived late finds the request of the rank that coordinated in its stead.
-  ShrinkMessage m(n);
-  int coordinator = -1;
-  while (coordinator < 0) {
-    int lowerLive = 0;
-    for (int r = 0; r < n && coordinator < 0; ++r) {
-      if (r == self || excluded[size_t(r)] || broken[size_t(r)]) continue;
-      bool got = false;
-      if (tryRecvShrink(comm, r, kCollect, instance, &m, &got) != snclSuccess) broken[size_t(r)] = 1;
-      else if (got) coordinator = r;
-      else if (r < self) ++lowerLive;
-    }
-    if (coordinator >= 0) break;
-    if (msSince(t0) >= lowerLive * window)
-      return coordinateMembers(comm, instance, excluded, status, statusText, broken, deadline, members, root);
-    if (deadline.expired())
-      return fail(snclRemoteError, "snclCommShrink: rank {} is cut off from the majority of comm {}: no coordinator "
-                  "asked for its proposal within the deadline ({} ms)", self, comm->name, comm->timeoutMs);
-    usleep(500);
-  }
-  const uint64_t nonce = m.h().nonce;
-  const int64_t collectMs = m.h().collectMs;
-  ShrinkMessage proposal(n);
-  proposal.h() = ShrinkHeader{kPropose, instance, self, status, nonce, 0, {}, {}};
-  snprintf(proposal.h().text, sizeof(proposal.h().text), "%s", statusText.c_str());
-  for (int r = 0; r < n; ++r)
-    if (excluded[size_t(r)]) proposal.set(r);
-  if (!sendShrink(comm, coordinator, proposal, deadline))
-    return fail(snclRemoteError, "snclCommShrink: rank {} is cut off from the majority of comm {}: coordinator rank {} "
-                "is gone", self, comm->name, coordinator);
-  // The coordinator collects for collectMs at most from its request; then a margin.
-  const Deadline decisionBy = Deadline::afterMs(std::max<int64_t>(collectMs, 0) + window);
-  while (true) {
-    bool got = false;
-    if (tryRecvShrink(comm, coordinator, kMembers, instance, &m, &got) != snclSuccess)
-      return fail(snclRemoteError, "snclCommShrink: rank {} is cut off from the majority of comm {}: coordinator rank "
-                  "{} is gone: {}", self, comm->name, coordinator, lastError());
-    if (got && m.h().nonce == nonce) break;
-    if (got) continue;
-    if (decisionBy.expired())
-      return fail(snclRemoteError, "snclCommShrink: rank {} is cut off from the majority of comm {}: no decision from "
-                  "coordinator rank {} within the deadline (it went on without this rank, or has no majority)",
-                  self, comm->name, coordinator);
-    usleep(500);
-  }
-  const std::string text(m.h().text, strnlen(m.h().text, sizeof(m.h().text)));
-  if (m.h().status != snclSuccess) return fail(Result(m.h().status), "snclCommShrink: rank {}: {}", self, text);
-  if (!m.bit(self))
-    return fail(snclRemoteError, "snclCommShrink: rank {} was excluded by the survivors: {}", self, text);
-  *members = m.ranks();
-  *root = m.h().root;
-  return snclSuccess;
+std::string rankList(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
 }  // namespace sncl

@@ -47,6 +47,9 @@ struct Decision {
   uint64_t catchUpSeq = kNoCatchUp;
   uint64_t highSeq = 0;
   std::vector<std::pair<uint64_t, Plan>> plans;
+  // Per peer (>0 only): how many of this rank's point-to-point messages it received
+  // whole (lib/p2p_group.h).
+  std::vector<std::pair<int, uint32_t>> delivered;
 };
 
 struct FaultState {
@@ -80,9 +83,12 @@ bool faultPoll(snclComm* comm);
 // failure (snclSuccess when pulled in or when it finished but its transport saw a fault),
 // causeText its message. Bounded by the comm's deadline.
 // canRetry: this rank can re-run the call (SNCL_RETRY on, attempts left); plan: the
-// call's (the rank's kept calls and their plans come from lib/catch_up.h).
+// call's (the rank's kept calls and their plans come from lib/catch_up.h), or nullptr
+// for a group of sends and receives, which runs between calls seq-1 and seq.
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,
-                  const Plan& plan, Decision* out);
+                  const Plan* plan, Decision* out);
+// True when a transport of the comm saw a fault that the comm has not agreed on yet.
+bool faultPending(snclComm* comm);
 // True when this rank's own transport says it is dead (killed): it takes no part.
 bool faultSelfDead(snclComm* comm);
 // snclCommShrink's agreement: every rank that takes part proposes the ranks it excludes

@@ -166,8 +166,8 @@ TEST_CASE("point-to-point groups are one step; self messages pair up in order", 
   algo::P2pState state;
   algo::Schedule s;
   size_t bad = 99;
-  const algo::P2pOp ops[] = {{true, 1, 8}, {false, 2, 16}, {true, 0, 4}, {true, 1, 0}, {false, 0, 4}};
-  REQUIRE(algo::PointToPoint::build(0, 3, ops, 5, &state, &s, &bad) == algo::P2pStatus::Ok);
+  algo::P2pOp ops[] = {{true, 1, 8}, {false, 2, 16}, {true, 0, 4}, {true, 1, 0}, {false, 0, 4}};
+  REQUIRE(algo::PointToPoint::build(0, 3, ops, 5, false, &state, &s, &bad) == algo::P2pStatus::Ok);
   REQUIRE(s.numSteps() == 1);
   REQUIRE(s.ops.size() == 4);
   CHECK(s.ops[0].kind == algo::OpKind::Copy);  // op 2 -> op 4
@@ -176,15 +176,51 @@ TEST_CASE("point-to-point groups are one step; self messages pair up in order", 
   CHECK((s.ops[1].tag == 0 && s.ops[3].tag == 1));  // two sends to rank 1 count up
   CHECK((s.ops[1].peer == 1 && s.ops[2].peer == 2 && s.ops[2].kind == algo::OpKind::Recv));
   // Tags continue in the next group.
-  REQUIRE(algo::PointToPoint::build(0, 3, ops, 2, &state, &s, &bad) == algo::P2pStatus::Ok);
+  REQUIRE(algo::PointToPoint::build(0, 3, ops, 2, false, &state, &s, &bad) == algo::P2pStatus::Ok);
   CHECK(s.ops[0].tag == 2);
   CHECK(s.ops[1].tag == 1);
 
-  const algo::P2pOp unmatched[] = {{true, 1, 8}, {true, 0, 4}};
-  CHECK(algo::PointToPoint::build(0, 3, unmatched, 2, &state, &s, &bad) == algo::P2pStatus::SelfSendUnmatched);
+  algo::P2pOp unmatched[] = {{true, 1, 8}, {true, 0, 4}};
+  CHECK(algo::PointToPoint::build(0, 3, unmatched, 2, false, &state, &s, &bad) == algo::P2pStatus::SelfSendUnmatched);
   CHECK(bad == 1);
-  const algo::P2pOp sizes[] = {{false, 0, 8}, {true, 0, 4}};
-  CHECK(algo::PointToPoint::build(0, 3, sizes, 2, &state, &s, &bad) == algo::P2pStatus::SelfSizeMismatch);
-  REQUIRE(algo::PointToPoint::build(0, 3, ops, 1, &state, &s, &bad) == algo::P2pStatus::Ok);
+  algo::P2pOp sizes[] = {{false, 0, 8}, {true, 0, 4}};
+  CHECK(algo::PointToPoint::build(0, 3, sizes, 2, false, &state, &s, &bad) == algo::P2pStatus::SelfSizeMismatch);
+  REQUIRE(algo::PointToPoint::build(0, 3, ops, 1, false, &state, &s, &bad) == algo::P2pStatus::Ok);
   CHECK(s.ops[0].tag == 3);  // failed builds left the counters alone
+}
+
+TEST_CASE("acked point-to-point groups answer every message; the rest of a group is what peers lack",
+          "[schedule][p2p]") {
+  algo::P2pState state;
+  algo::Schedule s;
+  size_t bad = 0;
+  // Rank 1 of 3: two sends to rank 2, a receive from rank 0, a message to itself.
+  algo::P2pOp ops[] = {{true, 2, 8}, {false, 0, 16}, {true, 2, 4}, {true, 1, 4}, {false, 1, 4}};
+  REQUIRE(algo::PointToPoint::build(1, 3, ops, 5, true, &state, &s, &bad) == algo::P2pStatus::Ok);
+  REQUIRE(s.numSteps() == 2);
+  REQUIRE(s.stepEnd[0] == 4);  // the copy and three messages
+  REQUIRE(s.ops.size() == 7);  // and an ack for each message
+  for (uint32_t i = s.stepEnd[0]; i < s.ops.size(); ++i) {
+    const algo::Op& ack = s.ops[i];
+    const algo::Op& data = s.ops[i - 3];
+    CHECK(ack.count == 0);
+    CHECK(ack.peer == data.peer);
+    CHECK(ack.tag == (data.tag | algo::kAckTag));
+    CHECK(ack.kind == (data.kind == algo::OpKind::Send ? algo::OpKind::Recv : algo::OpKind::Send));
+  }
+  CHECK((ops[0].tag == 0 && ops[2].tag == 1 && ops[1].tag == 0));
+  // Rank 2 has the first message of this rank; this rank still lacks rank 0's.
+  const uint32_t sendFrom[] = {0, 0, 1}, recvFrom[] = {0, 0, 0};
+  algo::PointToPoint::buildRemaining(1, ops, 5, sendFrom, recvFrom, true, &s);
+  REQUIRE(s.numSteps() == 2);
+  REQUIRE(s.stepEnd[0] == 3);  // the copy again, the second send, the receive
+  CHECK(s.ops[0].kind == algo::OpKind::Copy);
+  CHECK((s.ops[1].kind == algo::OpKind::Recv && s.ops[1].peer == 0));
+  CHECK((s.ops[2].kind == algo::OpKind::Send && s.ops[2].tag == 1));
+  CHECK(s.ops.size() == 5);
+  // Nothing left but the copy: no acks, one step.
+  const uint32_t allSent[] = {0, 0, 2}, allReceived[] = {1, 0, 0};
+  algo::PointToPoint::buildRemaining(1, ops, 5, allSent, allReceived, true, &s);
+  CHECK(s.numSteps() == 1);
+  CHECK(s.ops.size() == 1);
 }
