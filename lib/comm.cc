@@ -208,6 +208,14 @@ std::string linkHealthSummary(const topo::Graph& g) {
   return out.empty() ? "all up" : out;
 }
 
+// One attempt of a schedule. With retry on, its failures are the agreement's to judge:
+// logged at INFO, and a call that fails for good says why at WARN when it returns.
+Result runAttempt(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
+  if (!comm->fault.retry) return comm->executor->run(schedule, args);
+  ExpectedErrors expected;
+  return comm->executor->run(schedule, args);
+}
+
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
 // with another route is marked down, the transports reset and the call re-run from its
 // preserved input (an in-place input comes back from the copy keepCall made before the
@@ -224,7 +232,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   double failedAt = 0;
   std::vector<uint32_t> rerouted;
   for (int attempt = 1;; ++attempt) {
-    Result r = comm->executor->run(comm->schedule, args);
+    Result r = runAttempt(comm, comm->schedule, args);
     const bool interrupted = comm->executor->interrupted();
     if (r == snclSuccess && !faultPending(comm)) break;
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);

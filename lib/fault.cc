@@ -337,7 +337,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       d.code = snclSuccess;
       text = fmt::format("{} lost; rerouting", lost);
       if (needCatchUp) {
-        text += fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highEnd);
+        text += span == 1 ? fmt::format("; call #{} is run again by every rank", highEnd)
+                          : fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highEnd);
         d.seq = lowSeq;
         d.oldest = highEnd - 1;
         writePlans(&d, plans);
@@ -563,8 +564,12 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
       f.brokenMessage = out->message;
     }
   }
-  log::info(log::Subsys::Fault, "comm {} rank {}: fault round {} decided{}: {}", comm->name, comm->rank, round,
-            coordinates ? " (this rank coordinated)" : "", out->message);
+  // A fault the comm got through is worth one line of the job's log: the coordinator's.
+  if (coordinates && out->verdict == Verdict::Retry)
+    log::warn("comm {} rank {}: fault round {}: {}", comm->name, comm->rank, round, out->message);
+  else
+    log::info(log::Subsys::Fault, "comm {} rank {}: fault round {} decided{}: {}", comm->name, comm->rank, round,
+              coordinates ? " (this rank coordinated)" : "", out->message);
   return snclSuccess;
 }
 

@@ -1,6 +1,7 @@
 #include "lib/p2p_group.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "lib/catch_up.h"
 #include "lib/clock.h"
@@ -15,9 +16,14 @@ namespace {
 constexpr uint64_t kPointToPointSeq = 0xffffffff;
 
 // Runs a schedule as one step of the comm, bracketed for transports that model time.
+// With retry on, its failures are the agreement's to judge (logged at INFO; a group that
+// fails for good says why at WARN when it returns).
 Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
   for (auto& t : comm->transports) t->callBegin();
+  std::optional<ExpectedErrors> expected;
+  if (comm->fault.retry) expected.emplace();
   const Result r = comm->executor->run(schedule, args);
+  expected.reset();
   for (auto& t : comm->transports) t->callEnd();
   return r;
 }
