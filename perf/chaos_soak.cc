@@ -348,7 +348,7 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
       }
     }
     res.interrupted = gStop;
-    if (left > 0 && (gStop || std::chrono::steady_clock::now() > deadline)) {
+    if (left > 0 && (res.interrupted || std::chrono::steady_clock::now() > deadline)) {
       // All at once: a rank killed alone would fail its peers' calls before their turn.
       for (int r = 0; r < o.ranks; ++r)
         if (!exited[r]) kill(pids[r], SIGKILL);
@@ -356,7 +356,7 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
         if (exited[r]) continue;
         waitpid(pids[r], nullptr, 0);
         exited[r] = true;
-        if (gStop) continue;
+        if (res.interrupted) continue;
         ++res.hangs;
         fprintf(stderr, "seed %llu rank %d: hung after %d calls (killed at the deadline)\n", (unsigned long long)seed, r,
                 reps[r].callsDone);
