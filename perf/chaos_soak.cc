@@ -6,6 +6,21 @@
 //   chaos_soak [--ranks 8] [--transport bus] [--topo FILE] [--seed 1] [--seeds 1]
 //              [--calls 1000] [--max-bytes 4M] [--fault-rate 0.05] [--faults down,degrade,jitter]
 //              [--injector 3] [--links a-b,c-d] [--timeout-ms 20000] [--deadline-s 900]
+//   chaos_soak --transport ofi [--ranks 8] [--seed 1] [--seeds 1] [--calls 1000] [--max-bytes 4M]
+//              [--faults rail|none] [--timeout-ms 20000] [--deadline-s 900]
+//
+// --transport ofi runs the ranks over a real network stack instead of the emulated bus: the
+// parent makes two "hosts", network namespaces (perf/common/netns.h) joined by two veth
+// pairs that are the ofi transport's rails (SNCL_OFI_IFACES=rail0,rail1) and a third, ctl,
+// for the bootstrap (the agreement's side channel, as a management network would carry
+// it); ranks/2 rank processes enter each (shm inside a host, ofi between, retry on), as in
+// tests/test_ofi_rails.cc. No rank injects anything: in each seed the parent takes the rail
+// carrying the traffic down on one host (`ip link set rail0 down`), once, at a moment drawn
+// from the seed (after 10% to 90% of the calls, and part way into a call), and brings it
+// back up before the next seed; each seed has its own comm (a rail does not come back
+// within one). "faults" are then the rails pulled. --faults none pulls nothing. Needs root
+// and `ip netns`: exit status 77 (skipped) otherwise. The namespaces are removed at the end
+// (on SIGINT and SIGTERM too), and those a killed earlier run left behind at the start.
 //
 // Public API only. Exit status 0 when nothing was wrong, failed or hung.
 #include <signal.h>
@@ -20,12 +35,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "perf/common/args.h"
 #include "perf/common/exact_calls.h"
+#include "perf/common/netns.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 
@@ -48,7 +65,20 @@ struct Options {
   std::vector<std::string> links;
   int timeoutMs = 20000;
   int deadlineS = 900;
+  bool ofi() const { return transport == "ofi"; }
 };
+
+constexpr int kSkipped = 77;  // ctest's SKIP_RETURN_CODE
+// The ofi mode's hosts. Global, so that exit() removes them too; a forked rank ends with
+// _exit() and leaves them (TwoHosts removes them only in the process that made them).
+constexpr const char* kNsPrefix = "sncl-soak-";
+const char* const kRails[] = {"rail0", "rail1"};
+std::unique_ptr<sncl::netns::TwoHosts> gHosts;
+volatile sig_atomic_t gStop = 0;  // SIGINT, SIGTERM: stop the ranks, remove the hosts
+
+std::vector<std::string> faultKinds(const Options& o) {
+  return o.faults == "none" ? std::vector<std::string>{} : splitList(o.faults);
+}
 
 constexpr int kMaxRecoveries = 4096;
 
@@ -118,7 +148,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
     return 1;
   }
   std::mt19937_64 calls(seed), faults(seed * 7919 + 1);
-  const std::vector<std::string> kinds = splitList(o.faults);
+  const std::vector<std::string> kinds = o.ofi() ? std::vector<std::string>{} : faultKinds(o);
   std::string downLink;
   int lastUp = -kUpSettleCalls;
   std::vector<char> in(o.maxBytes + 64), out(o.maxBytes * 2 + 64);
@@ -171,12 +201,112 @@ struct SeedResult {
   uint64_t reroutes = 0;
   std::vector<double> recoveries;
   double wallS = 0, bytes = 0;
+  std::string pulled;  // ofi: which rail went down, and where the ranks were
+  bool interrupted = false;
 };
+
+// A rank of the ofi mode: into its host's namespace, with the environment of
+// tests/test_ofi_rails.cc. Before the comm exists: the sockets it opens are the host's.
+bool enterHost(const Options& o, int rank, RankReport* rep) {
+  const int host = rank / (o.ranks / 2);
+  setenv("SNCL_SOCKET_IFNAME", "=ctl", 1);
+  setenv("SNCL_OFI_IFACES", "rail0,rail1", 1);
+  unsetenv("FI_TCP_IFACE");  // one interface for the whole process; the rails bind by address
+  setenv("SNCL_OFI_PROVIDER", "tcp;ofi_rxm", 1);
+  setenv("SNCL_HOSTID", gHosts->ns[host].c_str(), 1);  // shm inside a host, ofi between
+  setenv("SNCL_RETRY", "1", 1);
+  if (gHosts->enter(host)) return true;
+  snprintf(rep->firstError, sizeof(rep->firstError), "setns into %s: %s", gHosts->ns[host].c_str(), strerror(errno));
+  rep->errors = 1;
+  return false;
+}
+
+// Every rail of both hosts up with a carrier (the last seed's pull undone).
+bool railsUp() {
+  for (int h = 0; h < 2; ++h)
+    for (const char* rail : kRails)
+      if (!gHosts->setLink(h, rail, true)) return false;
+  for (int tries = 0; tries < 250; ++tries) {
+    bool all = true;
+    for (int h = 0; h < 2 && all; ++h)
+      for (const char* rail : kRails) all = all && gHosts->linkRunning(h, rail);
+    if (all) return true;
+    usleep(20000);
+  }
+  return false;
+}
+
+// When the parent pulls a rail in a seed. The calls done place the moment in the run (a
+// wall-clock draw alone would need the run's length in advance, which varies with the
+// seed and the machine's load several times over); a fraction of the mean call's time
+// after that puts it inside a call rather than at a rank's call boundary. The rail is
+// the one of the host that carried the traffic (sent the most since the seed began).
+struct RailPull {
+  int afterCall = -1;  // -1: none in this seed
+  int calls = 0;
+  double intoCall = 0;
+  int host = 0;
+  bool armed = false, done = false;
+  std::chrono::steady_clock::time_point firstCall, at;
+  uint64_t txStart[2][2] = {};
+  int rail = 0;
+};
+
+RailPull drawPull(const Options& o, uint64_t seed) {
+  RailPull p;
+  if (!o.ofi() || faultKinds(o).empty() || o.calls < 1) return p;
+  std::mt19937_64 rng(seed * 104729 + 17);
+  p.calls = o.calls;
+  p.afterCall = o.calls / 10 + int(rng() % uint64_t(std::max(1, o.calls * 8 / 10)));
+  p.intoCall = std::uniform_real_distribution<double>(0, 1)(rng);
+  p.host = int(rng() % 2);
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 2; ++k) p.txStart[h][k] = gHosts->txBytes(h, kRails[k]);
+  return p;
+}
+
+// Called every poll while the ranks run: arms the pull once a rank finished afterCall,
+// and takes the rail down when its moment came.
+void stepPull(RailPull* p, const RankReport* reps, int nranks, SeedResult* res) {
+  if (p->afterCall < 0 || p->done) return;
+  int lo = 0, hi = 0;  // the calls the slowest and the fastest rank finished
+  const auto progress = [&] {
+    lo = hi = reps[0].callsDone;
+    for (int r = 1; r < nranks; ++r) lo = std::min(lo, reps[r].callsDone), hi = std::max(hi, reps[r].callsDone);
+  };
+  progress();
+  if (hi == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (p->firstCall == std::chrono::steady_clock::time_point{}) p->firstCall = now;
+  if (!p->armed && hi >= p->afterCall) {
+    const auto meanCall = (now - p->firstCall) / std::max(1, hi - 1);
+    p->at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(meanCall * p->intoCall);
+    const uint64_t sent0 = gHosts->txBytes(p->host, kRails[0]) - p->txStart[p->host][0];
+    const uint64_t sent1 = gHosts->txBytes(p->host, kRails[1]) - p->txStart[p->host][1];
+    p->rail = sent1 > sent0 ? 1 : 0;
+    p->armed = true;
+  }
+  if (!p->armed || std::chrono::steady_clock::now() < p->at) return;
+  p->done = true;
+  progress();  // the shell commands above took milliseconds
+  if (lo >= p->calls) {  // a short run ended first: no rank is in a call to meet it
+    res->pulled = "no rail pulled: every rank had finished its calls";
+    return;
+  }
+  if (!gHosts->setLink(p->host, kRails[p->rail], false)) {
+    fprintf(stderr, "chaos_soak: ip link set %s down in %s failed\n", kRails[p->rail], gHosts->ns[p->host].c_str());
+    return;
+  }
+  res->faults = 1;
+  res->pulled = std::string(kRails[p->rail]) + " of host " + "ab"[p->host] + " pulled with the ranks at calls " +
+                std::to_string(lo + 1) + (hi > lo ? "-" + std::to_string(hi + 1) : "");
+}
 
 SeedResult runSeed(const Options& o, uint64_t seed) {
   auto* reps = static_cast<RankReport*>(
       mmap(nullptr, sizeof(RankReport) * o.ranks, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   memset(reps, 0, sizeof(RankReport) * o.ranks);
+  RailPull pull = drawPull(o, seed);
   // Rank 0's process makes the unique id and hands it to the others through pipes, so
   // this process forks without the bootstrap's threads.
   std::vector<int> pipes(2 * o.ranks);
@@ -186,9 +316,15 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
   for (int r = 0; r < o.ranks; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      if (o.ofi() && !enterHost(o, r, &reps[r])) _exit(3);
       snclUniqueId id{};
       if (r == 0) {
-        if (snclGetUniqueId(&id) != snclSuccess) _exit(3);
+        if (snclGetUniqueId(&id) != snclSuccess) {
+          snprintf(reps[r].firstError, sizeof(reps[r].firstError), "unique id: %s", snclGetLastError(nullptr));
+          _exit(3);
+        }
         for (int q = 1; q < o.ranks; ++q)
           if (write(pipes[2 * q + 1], &id, sizeof(id)) != ssize_t(sizeof(id))) _exit(3);
       } else if (read(pipes[2 * r], &id, sizeof(id)) != ssize_t(sizeof(id))) {
@@ -202,30 +338,46 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
   SeedResult res;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
   std::vector<bool> exited(o.ranks, false);
+  std::vector<int> status(o.ranks, 0);
   for (int left = o.ranks; left > 0;) {
     for (int r = 0; r < o.ranks; ++r) {
       if (exited[r]) continue;
-      int status = 0;
-      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+      if (waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
         exited[r] = true;
         --left;
       }
     }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
+    res.interrupted = gStop;
+    if (left > 0 && (res.interrupted || std::chrono::steady_clock::now() > deadline)) {
+      // All at once: a rank killed alone would fail its peers' calls before their turn.
       for (int r = 0; r < o.ranks; ++r)
-        if (!exited[r]) {
-          kill(pids[r], SIGKILL);
-          waitpid(pids[r], nullptr, 0);
-          ++res.hangs;
-          fprintf(stderr, "seed %llu rank %d: hung after %d calls (killed at the deadline)\n",
-                  (unsigned long long)seed, r, reps[r].callsDone);
-        }
+        if (!exited[r]) kill(pids[r], SIGKILL);
+      for (int r = 0; r < o.ranks; ++r) {
+        if (exited[r]) continue;
+        waitpid(pids[r], nullptr, 0);
+        exited[r] = true;
+        if (res.interrupted) continue;
+        ++res.hangs;
+        fprintf(stderr, "seed %llu rank %d: hung after %d calls (killed at the deadline)\n", (unsigned long long)seed, r,
+                reps[r].callsDone);
+      }
       break;
     }
-    usleep(20000);
+    stepPull(&pull, reps, o.ranks, &res);
+    usleep(pull.afterCall >= 0 && !pull.done ? 1000 : 20000);  // the pull's moment to a millisecond
   }
   for (int r = 0; r < o.ranks; ++r) {
-    const RankReport& rep = reps[r];
+    RankReport& rep = reps[r];
+    // A rank that died without a report (a signal; a library's handler of one that exits)
+    // is an error too. A hung one was killed, and counted as hung.
+    const bool clean = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
+    if (!res.interrupted && !clean && rep.errors == 0 && rep.wrong == 0) {
+      ++rep.errors;
+      if (!rep.firstError[0])
+        snprintf(rep.firstError, sizeof(rep.firstError), "%s %d after %d calls",
+                 WIFSIGNALED(status[r]) ? "killed by signal" : "exited with status",
+                 WIFSIGNALED(status[r]) ? WTERMSIG(status[r]) : WEXITSTATUS(status[r]), rep.callsDone);
+    }
     res.rankOps += rep.callsDone;
     res.wrong += rep.wrong;
     res.errors += rep.errors;
@@ -234,7 +386,8 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     res.wallS = std::max(res.wallS, rep.wallS);
     res.bytes += rep.bytes;
     res.recoveries.insert(res.recoveries.end(), rep.recoveryMs, rep.recoveryMs + rep.nrecoveries);
-    if (rep.firstError[0]) fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
+    if (rep.firstError[0] && !res.interrupted)
+      fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
   }
   munmap(reps, sizeof(RankReport) * o.ranks);
   return res;
@@ -248,16 +401,39 @@ double percentile(std::vector<double> v, double p) {
 
 void usage() {
   fprintf(stderr,
-          "usage: chaos_soak [--ranks N] [--transport bus|shm|ofi] [--topo FILE] [--seed S] [--seeds K] [--calls N]\n"
-          "                  [--max-bytes B] [--fault-rate P] [--faults down,degrade,jitter] [--injector R]\n"
-          "                  [--links a-b,...] [--timeout-ms T] [--deadline-s S]\n");
+          "usage: chaos_soak [--ranks N] [--transport bus|shm] [--topo FILE] [--seed S] [--seeds K] [--calls N]\n"
+          "                  [--max-bytes B] [--fault-rate P] [--faults down,degrade,jitter|none] [--injector R]\n"
+          "                  [--links a-b,...] [--timeout-ms T] [--deadline-s S]\n"
+          "       chaos_soak --transport ofi [--ranks N (even: 2 hosts x N/2)] [--seed S] [--seeds K] [--calls N]\n"
+          "                  [--max-bytes B] [--faults rail|none] [--timeout-ms T] [--deadline-s S]\n"
+          "                  (root and `ip netns`; exit status 77 when they are missing)\n");
   exit(2);
+}
+
+[[noreturn]] void skip(const std::string& why) {
+  fprintf(stderr, "chaos_soak: skipped: %s\n", why.c_str());
+  exit(kSkipped);  // removes hosts made so far (gHosts)
+}
+
+// The ofi mode's two hosts, or a skip: this machine cannot make them.
+void makeHosts() {
+  if (geteuid() != 0) skip("creating network namespaces needs root");
+  if (!sncl::netns::sh("ip netns list")) skip("`ip netns` is not available");
+  sncl::netns::removeStaleNamespaces(kNsPrefix);
+  gHosts = std::make_unique<sncl::netns::TwoHosts>(kNsPrefix, std::vector<std::string>{kRails[0], kRails[1], "ctl"});
+  std::string why;
+  if (!gHosts->create(&why)) skip(why);
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { gStop = 1; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  bool faultsGiven = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage();
@@ -270,24 +446,40 @@ int main(int argc, char** argv) {
     else if (a == "--calls") o.calls = atoi(v);
     else if (a == "--max-bytes") { if (!perf::parseSize(v, &o.maxBytes)) usage(); }
     else if (a == "--fault-rate") o.faultRate = atof(v);
-    else if (a == "--faults") o.faults = v;
+    else if (a == "--faults") o.faults = v, faultsGiven = true;
     else if (a == "--injector") o.injector = atoi(v);
     else if (a == "--links") o.links = splitList(v);
     else if (a == "--timeout-ms") o.timeoutMs = atoi(v);
     else if (a == "--deadline-s") o.deadlineS = atoi(v);
     else usage();
   }
+  if (o.ofi() && !faultsGiven) o.faults = "rail";
   if (o.ranks < 2 || o.ranks > 64 || o.calls < 0 || o.seeds < 1 || o.injector < 0 || o.injector >= o.ranks) usage();
+  if (o.ofi() && (o.ranks % 2 || !o.topo.empty() || (o.faults != "rail" && o.faults != "none"))) usage();
   if (o.links.empty()) o.links = twoPlaneLinks();
-  setenv("SNCL_TRANSPORT", o.transport.c_str(), 1);
+  if (o.ofi()) {
+    makeHosts();
+    unsetenv("SNCL_TRANSPORT");  // shm inside a host, ofi between (by SNCL_HOSTID)
+  } else {
+    setenv("SNCL_TRANSPORT", o.transport.c_str(), 1);
+  }
   if (!o.topo.empty()) setenv("SNCL_TOPO_FILE", o.topo.c_str(), 1);
   SeedResult all;
-  for (int s = 0; s < o.seeds; ++s) {
+  int seedsRun = 0;
+  for (int s = 0; s < o.seeds && !gStop; ++s) {
     const uint64_t seed = o.seed + uint64_t(s);
+    if (o.ofi() && !railsUp()) {
+      fprintf(stderr, "chaos_soak: the rails did not come back up before seed %llu\n", (unsigned long long)seed);
+      return 2;
+    }
     SeedResult r = runSeed(o, seed);
-    printf("seed %llu: rank-ops %ld, wrong %d, errors %d, hangs %d, faults injected %d, reroutes %llu, %.1f s\n",
+    if (r.interrupted) break;
+    ++seedsRun;
+    printf("seed %llu: rank-ops %ld, wrong %d, errors %d, hangs %d, faults injected %d, reroutes %llu, %.1f s%s%s\n",
            (unsigned long long)seed, r.rankOps, r.wrong, r.errors, r.hangs, r.faults, (unsigned long long)r.reroutes,
-           r.wallS);
+           r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str());
+    if (r.faults && !r.reroutes && !r.errors && !r.hangs)
+      printf("seed %llu: a rail was pulled but no rank rerouted a call (the pull went unseen)\n", (unsigned long long)seed);
     fflush(stdout);
     all.rankOps += r.rankOps;
     all.wrong += r.wrong;
@@ -299,10 +491,11 @@ int main(int argc, char** argv) {
     all.bytes += r.bytes;
     all.recoveries.insert(all.recoveries.end(), r.recoveries.begin(), r.recoveries.end());
   }
+  if (gStop) fprintf(stderr, "chaos_soak: interrupted after %d seeds\n", seedsRun);
   printf("chaos: %d seeds x %d calls, %d ranks, %s: rank-ops %ld, wrong %d, errors %d, hangs %d, faults %d, "
          "reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank\n",
-         o.seeds, o.calls, o.ranks, o.transport.c_str(), all.rankOps, all.wrong, all.errors, all.hangs, all.faults,
-         (unsigned long long)all.reroutes, percentile(all.recoveries, 0.5), percentile(all.recoveries, 0.99),
-         all.wallS, all.wallS > 0 ? all.bytes / o.ranks / all.wallS / 1e6 : 0.0);
-  return all.wrong || all.errors || all.hangs ? 1 : 0;
+         seedsRun, o.calls, o.ranks, o.ofi() ? "ofi (2 hosts, 2 rails)" : o.transport.c_str(), all.rankOps, all.wrong,
+         all.errors, all.hangs, all.faults, (unsigned long long)all.reroutes, percentile(all.recoveries, 0.5),
+         percentile(all.recoveries, 0.99), all.wallS, all.wallS > 0 ? all.bytes / o.ranks / all.wallS / 1e6 : 0.0);
+  return all.wrong || all.errors || all.hangs || gStop ? 1 : 0;
 }

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "lib/clock.h"
+#include "perf/common/netns.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
-#include "tests/util/netns.h"
 
 namespace {
 
@@ -30,52 +30,11 @@ constexpr int kBootstrapPort = 29500;         // free: the namespaces are new
 constexpr int kHelperDeadlineMs = 90000;
 constexpr size_t kCount = (4u << 20) + 3;     // floats: 16 MiB cross the veth each way
 
-using sncl::test::sh;
-using sncl::test::shOut;
-void removeStale() { sncl::test::removeStaleNamespaces(kPrefix); }
+using sncl::netns::sh;
 
-// Two namespaces joined by a veth pair; removed in the destructor (deleting a namespace
-// deletes the veth end inside it, and with it the pair).
-struct NetnsPair {
-  std::string ns[2], veth[2], addr[2];
-  ~NetnsPair() {
-    for (const std::string& n : ns)
-      if (!n.empty()) sh("ip netns del " + n);
-  }
-  bool create(std::string* why) {
-    const int pid = getpid();
-    const int subnet = pid % 250 + 1;
-    for (int i = 0; i < 2; ++i) {
-      veth[i] = fmt::format("sncl{}{}", "ab"[i], pid);
-      addr[i] = fmt::format("10.250.{}.{}", subnet, i + 1);
-    }
-    for (int i = 0; i < 2; ++i) {
-      const std::string name = fmt::format("{}{}-{}", kPrefix, "ab"[i], pid);
-      if (!sh("ip netns add " + name)) {
-        *why = "ip netns add failed (no CAP_SYS_ADMIN?)";
-        return false;
-      }
-      ns[i] = name;
-    }
-    if (!sh(fmt::format("ip link add {} type veth peer name {}", veth[0], veth[1]))) {
-      *why = "ip link add ... type veth failed";
-      return false;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (!sh(fmt::format("ip link set {} netns {}", veth[i], ns[i])) ||
-          !sh(fmt::format("ip -n {} addr add {}/30 dev {}", ns[i], addr[i], veth[i])) ||
-          !sh(fmt::format("ip -n {} link set {} up", ns[i], veth[i])) || !sh(fmt::format("ip -n {} link set lo up", ns[i]))) {
-        sh(fmt::format("ip link del {}", veth[0]));  // still in this namespace when the move failed
-        *why = "configuring the veth pair failed";
-        return false;
-      }
-    }
-    return true;
-  }
-  uint64_t txBytes(int i) {
-    return strtoull(shOut(fmt::format("ip netns exec {} cat /sys/class/net/{}/statistics/tx_bytes", ns[i], veth[i])).c_str(),
-                    nullptr, 10);
-  }
+// Two namespaces joined by one veth pair, "veth" in both (perf/common/netns.h).
+struct NetnsPair : sncl::netns::TwoHosts {
+  NetnsPair() : TwoHosts(kPrefix, {"veth"}) {}
 };
 
 // Starts this test binary as rank `rank` inside its namespace (helper test case below).
@@ -90,9 +49,9 @@ pid_t spawnHelper(const NetnsPair& net, int rank) {
   if (pid != 0) return pid;
   setenv("SNCL_TEST_NETNS_RANK", std::to_string(rank).c_str(), 1);
   setenv("SNCL_RANK", std::to_string(rank).c_str(), 1);
-  setenv("SNCL_COMM_ID", fmt::format("{}:{}", net.addr[0], kBootstrapPort).c_str(), 1);
-  setenv("SNCL_SOCKET_IFNAME", ("=" + net.veth[rank]).c_str(), 1);
-  setenv("FI_TCP_IFACE", net.veth[rank].c_str(), 1);
+  setenv("SNCL_COMM_ID", fmt::format("{}:{}", net.addr(0, 0), kBootstrapPort).c_str(), 1);
+  setenv("SNCL_SOCKET_IFNAME", "=veth", 1);
+  setenv("FI_TCP_IFACE", "veth", 1);
   setenv("SNCL_OFI_PROVIDER", "tcp;ofi_rxm", 1);
   setenv("SNCL_HOSTID", net.ns[rank].c_str(), 1);
   setenv("SNCL_TIMEOUT_MS", "20000", 1);
@@ -131,18 +90,18 @@ TEST_CASE("all-reduce across two network namespaces over ofi tcp on a veth pair"
     WARN("skipped: `ip netns` is not available");
     return;
   }
-  removeStale();
+  sncl::netns::removeStaleNamespaces(kPrefix);
   NetnsPair net;
   std::string why;
   if (!net.create(&why)) {
     WARN("skipped: " << why);
     return;
   }
-  const uint64_t txBefore = net.txBytes(0);
+  const uint64_t txBefore = net.txBytes(0, "veth");
   std::vector<pid_t> pids = {spawnHelper(net, 0), spawnHelper(net, 1)};
   std::vector<int> codes = waitHelpers(pids);
-  const uint64_t sent = net.txBytes(0) - txBefore;
-  INFO("namespaces " << net.ns[0] << ", " << net.ns[1] << "; " << net.veth[0] << " sent " << sent << " bytes");
+  const uint64_t sent = net.txBytes(0, "veth") - txBefore;
+  INFO("namespaces " << net.ns[0] << ", " << net.ns[1] << "; veth of " << net.ns[0] << " sent " << sent << " bytes");
   CHECK(codes[0] == 0);
   CHECK(codes[1] == 0);
   CHECK(sent >= kCount * sizeof(float));

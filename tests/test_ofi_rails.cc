@@ -29,9 +29,9 @@
 
 #include "lib/clock.h"
 #include "perf/common/exact_calls.h"
+#include "perf/common/netns.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
-#include "tests/util/netns.h"
 
 namespace {
 
@@ -40,64 +40,10 @@ constexpr int kBootstrapPort = 29500;           // free: the namespaces are new
 constexpr int kJobDeadlineMs = 80000;
 const char* const kLinks[] = {"rail0", "rail1", "ctl"};  // the same names in both namespaces
 
-using sncl::test::sh;
-using sncl::test::shOut;
-void removeStale() { sncl::test::removeStaleNamespaces(kPrefix); }
-
-// Two namespaces joined by three veth pairs, each pair its own /30 of 10.250.S.0/28.
-struct Hosts {
-  std::string ns[2];
-  std::string ctlAddr[2];
-  ~Hosts() {
-    for (const std::string& n : ns)
-      if (!n.empty()) sh("ip netns del " + n);
-  }
-  bool create(std::string* why) {
-    const int pid = getpid();
-    const int subnet = pid % 250 + 1;
-    for (int i = 0; i < 2; ++i) {
-      const std::string name = fmt::format("{}{}-{}", kPrefix, "ab"[i], pid);
-      if (!sh("ip netns add " + name)) {
-        *why = "ip netns add failed (no CAP_SYS_ADMIN?)";
-        return false;
-      }
-      ns[i] = name;
-      sh(fmt::format("ip -n {} link set lo up", ns[i]));
-    }
-    for (int k = 0; k < 3; ++k) {
-      // Unique names while both ends are in this namespace; renamed once moved.
-      const std::string end[2] = {fmt::format("sncl{}a{}", k, pid), fmt::format("sncl{}b{}", k, pid)};
-      if (!sh(fmt::format("ip link add {} type veth peer name {}", end[0], end[1]))) {
-        *why = "ip link add ... type veth failed";
-        return false;
-      }
-      for (int i = 0; i < 2; ++i) {
-        const std::string addr = fmt::format("10.250.{}.{}", subnet, 4 * k + i + 1);
-        if (k == 2) ctlAddr[i] = addr;
-        if (!sh(fmt::format("ip link set {} netns {}", end[i], ns[i])) ||
-            !sh(fmt::format("ip -n {} link set {} name {}", ns[i], end[i], kLinks[k])) ||
-            !sh(fmt::format("ip -n {} addr add {}/30 dev {}", ns[i], addr, kLinks[k])) ||
-            !sh(fmt::format("ip -n {} link set {} up", ns[i], kLinks[k]))) {
-          sh(fmt::format("ip link del {}", end[0]));  // still here when the move failed
-          *why = "configuring a veth pair failed";
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-  uint64_t txBytes(int host, const char* dev) {
-    return strtoull(shOut(fmt::format("ip netns exec {} cat /sys/class/net/{}/statistics/tx_bytes", ns[host], dev)).c_str(),
-                    nullptr, 10);
-  }
-  bool down(int host, const char* dev) { return sh(fmt::format("ip netns exec {} ip link set {} down", ns[host], dev)); }
-  // The link stays up (carrier and all) but nothing of host's reaches the peer's end of
-  // rail k: what a failure past the first hop looks like. Only a stall and an unanswered
-  // probe tell it.
-  bool blackhole(int host, int k) {
-    const int subnet = getpid() % 250 + 1;
-    return sh(fmt::format("ip netns exec {} ip route add blackhole 10.250.{}.{}/32", ns[host], subnet, 4 * k + (1 - host) + 1));
-  }
+using sncl::netns::sh;
+// The two hosts: rail0, rail1 and ctl (perf/common/netns.h numbers the pairs so).
+struct Hosts : sncl::netns::TwoHosts {
+  Hosts() : TwoHosts(kPrefix, {kLinks[0], kLinks[1], kLinks[2]}) {}
 };
 
 // Starts this binary as rank `rank` inside its namespace (helper test case below). Rank 0
@@ -119,7 +65,7 @@ pid_t spawnHelper(const Hosts& hosts, int rank, int perHost, int calls, const ch
          fmt::format("{} {} {} {} {} {} {} {}", rank, 2 * perHost, calls, mode, progressFd, goFd, downAt[0], downAt[1]).c_str(),
          1);
   setenv("SNCL_RANK", std::to_string(rank).c_str(), 1);  // rank 0 hosts the rendezvous
-  setenv("SNCL_COMM_ID", fmt::format("{}:{}", hosts.ctlAddr[0], kBootstrapPort).c_str(), 1);
+  setenv("SNCL_COMM_ID", fmt::format("{}:{}", hosts.addr(0, 2), kBootstrapPort).c_str(), 1);
   setenv("SNCL_SOCKET_IFNAME", "=ctl", 1);
   setenv("SNCL_OFI_IFACES", "rail0,rail1", 1);
   unsetenv("FI_TCP_IFACE");  // one interface for the whole process; the rails bind by address
@@ -158,7 +104,7 @@ Job runJob(Hosts& hosts, int perHost, int calls, const char* mode, const int dow
     for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) job.callsSeen += int(n);
     for (int k = 0; k < 2; ++k)
       if (downAt[k] >= 0 && job.downsAt[k] < 0 && job.callsSeen >= downAt[k]) {
-        REQUIRE((blackhole ? hosts.blackhole(host, k) : hosts.down(host, kLinks[k])));
+        REQUIRE((blackhole ? hosts.blackhole(host, k) : hosts.setLink(host, kLinks[k], false)));
         job.downsAt[k] = job.callsSeen;
         REQUIRE(write(go[1], "g", 1) == 1);
       }
@@ -190,7 +136,7 @@ bool prerequisites(Hosts* hosts) {
     WARN("skipped: `ip netns` is not available");
     return false;
   }
-  removeStale();
+  sncl::netns::removeStaleNamespaces(kPrefix);
   std::string why;
   if (!hosts->create(&why)) {
     WARN("skipped: " << why);
