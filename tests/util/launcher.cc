@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -14,10 +15,18 @@
 #include <exception>
 #include <new>
 #include <thread>
+#include <vector>
 
 namespace sncl::test {
 
 namespace {
+
+// Every rank process this process launched: the segments a test may have left are theirs
+// or its own (other programs on the machine make segments of their own meanwhile).
+std::vector<pid_t>& launched() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
 
 // The unique id travels from rank 0's process to the others through a shared page.
 struct SharedId {
@@ -85,6 +94,7 @@ std::vector<RankExit> runRanks(int nranks,
       _exit(rc);
     }
     pids[r] = pid;
+    if (pid > 0) launched().push_back(pid);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   int left = nranks;
@@ -135,7 +145,12 @@ int countShmSegments() {
   DIR* d = opendir("/dev/shm");
   if (!d) return 0;
   while (dirent* e = readdir(d)) {
-    if (strncmp(e->d_name, "sncl", 4) == 0) ++n;
+    // sncl-<comm id>-<rank>-<creator pid>-<pid namespace> (transports/shm/segment.cc)
+    unsigned long long comm = 0;
+    int rank = 0, pid = 0;
+    if (sscanf(e->d_name, "sncl-%16llx-%d-%d-", &comm, &rank, &pid) != 3) continue;
+    const std::vector<pid_t>& mine = launched();
+    n += pid == getpid() || std::find(mine.begin(), mine.end(), pid_t(pid)) != mine.end();
   }
   closedir(d);
   return n;

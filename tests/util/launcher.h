@@ -26,7 +26,8 @@ std::vector<RankExit> runRanks(int nranks,
 // True when every rank exited with 0; otherwise prints which did not.
 bool allSucceeded(const std::vector<RankExit>& exits);
 
-// Counts files in /dev/shm whose name starts with "sncl".
+// Counts the shm segments in /dev/shm that this process or a rank process it launched
+// made (other programs on the machine may hold segments of their own meanwhile).
 int countShmSegments();
 
 }  // namespace sncl::test
