@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
            "#   est/model   estimate over modeled time (1.0: the planner predicts the bus exactly)\n"
            "#   wall        this machine's time per call, slowed bus included (ms)\n",
            nranks);
-    printf("%12s  %-22s %10s %10s %8s %9s %9s  %s\n", "bytes", "plan", "estimate", "modeled", "busbw", "est/model",
+    printf("%12s  %-26s %10s %10s %8s %9s %9s  %s\n", "bytes", "plan", "estimate", "modeled", "busbw", "est/model",
            "wall", "check");
   }
   // A first call sets up what every later call reuses: not part of any row.
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&w, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     wrong += total;
     if (rank == 0)
-      printf("%12zu  %-22s %10.2f %10.2f %8.2f %9.2f %9.2f  %s\n", bytes, chosen.c_str(), estimate, best,
+      printf("%12zu  %-26s %10.2f %10.2f %8.2f %9.2f %9.2f  %s\n", bytes, chosen.c_str(), estimate, best,
              best > 0 ? double(bytes) / best / 1e3 * 2.0 * (nranks - 1) / nranks : 0.0, best > 0 ? estimate / best : 0.0,
              wallMs, total ? "WRONG" : "exact");
   }

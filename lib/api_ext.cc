@@ -88,8 +88,9 @@ SNCL_API snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collectiv
     return fail(snclInvalidArgument, "snclCommExplainPlan: unknown collective \"{}\" (allreduce, allgather, "
                 "reducescatter, broadcast, reduce, alltoall, gather or scatter)", collective);
   std::lock_guard<std::mutex> lock(comm->runMutex);  // the planner's cache belongs to the running call
-  const sncl::Plan& chosen = comm->planner->choose(coll, bytes);
+  const size_t planBytes = sncl::planBytesOfSize(coll, bytes, comm->nranks);
+  const sncl::Plan& chosen = comm->planner->choose(coll, planBytes);
   snprintf(plan, planLen, "%s", comm->planner->describe(chosen).c_str());
-  if (estimateUs) *estimateUs = comm->planner->estimateUs(coll, chosen, bytes);
+  if (estimateUs) *estimateUs = comm->planner->estimateUs(coll, chosen, planBytes);
   return snclSuccess;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lib/env.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/socket.h"
 
@@ -77,12 +78,6 @@ struct FrameHeader {
   uint32_t tag;
   uint64_t bytes;
 };
-
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
-  return hash;
-}
 
 // Constant time, so a stray client cannot learn the secret byte by byte from timing.
 bool sameSecret(const Secret& a, const Secret& b) {

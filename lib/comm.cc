@@ -12,17 +12,12 @@
 #include "lib/default_topo.h"
 #include "lib/env.h"
 #include "lib/log.h"
+#include "lib/hash.h"
 #include "lib/p2p_group.h"
 #include "lib/reduce.h"
 
 namespace sncl {
 namespace {
-
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 // What this rank tells the others at init.
 struct InitInfo {

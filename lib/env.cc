@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "lib/log.h"
+#include "lib/size_text.h"
 
 namespace sncl::env {
 
@@ -29,24 +30,12 @@ int64_t integer(const char* name, int64_t dflt) {
 uint64_t bytes(const char* name, uint64_t dflt) {
   auto v = str(name);
   if (!v) return dflt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long x = std::strtoull(v->c_str(), &end, 0);
-  uint64_t mult = 1;
-  if (end && *end) {
-    switch (*end) {
-      case 'k': case 'K': mult = 1ull << 10; break;
-      case 'm': case 'M': mult = 1ull << 20; break;
-      case 'g': case 'G': mult = 1ull << 30; break;
-      default: mult = 0;
-    }
-    if (mult && end[1] && !((end[1] == 'B' || end[1] == 'b') && !end[2])) mult = 0;
-  }
-  if (errno || end == v->c_str() || mult == 0) {
-    log::warn("{}={} is not a size; using {}", name, *v, dflt);
+  uint64_t x = 0;
+  if (!parseSize(*v, &x)) {
+    log::warn("{}={} is not a size (e.g. 65536, 64K, 1.5M); using {}", name, *v, dflt);
     return dflt;
   }
-  return x * mult;
+  return x;
 }
 
 int64_t timeoutMs() {

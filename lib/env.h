@@ -10,7 +10,7 @@ namespace sncl::env {
 std::optional<std::string> str(const char* name);
 // Parses an integer; a malformed value is logged and the default used.
 int64_t integer(const char* name, int64_t dflt);
-// Byte sizes accept K, M, G suffixes (powers of 1024).
+// A size as lib/size_text.h reads it; a malformed value is logged and the default used.
 uint64_t bytes(const char* name, uint64_t dflt);
 // Default deadline for blocking waits: SNCL_TIMEOUT_MS, else 60000.
 int64_t timeoutMs();

@@ -177,7 +177,8 @@ void Planner::findHierarchies() {
   auto add = [&](std::vector<size_t> which) {
     Hierarchy h;
     for (size_t i : which) {
-      h.name += (h.name.empty() ? "" : "+") + std::string(topo::levelName(levels[i].first));
+      // (append, not "x" + string: GCC 12 warns falsely on the latter, -Wrestrict)
+      h.name.append(h.name.empty() ? "" : "+").append(topo::levelName(levels[i].first));
       h.groupOf.push_back(levels[i].second);
     }
     if (algo::HierarchicalAllReduce::check(nranks_, h.groupOf).empty()) hierarchies_.push_back(std::move(h));

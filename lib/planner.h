@@ -55,6 +55,17 @@ struct CollShape {
   bool inPlace = false;
 };
 
+// CollShape's count in bytes for a collective of nccl-tests' size (the whole buffer, which
+// every tool and snclCommExplainPlan take): divided by nranks where count is per rank or
+// per peer.
+constexpr bool countIsPerRank(CollType c) {
+  return c == CollType::AllGather || c == CollType::ReduceScatter || c == CollType::AlltoAll ||
+         c == CollType::Gather || c == CollType::Scatter;
+}
+constexpr size_t planBytesOfSize(CollType c, size_t bytes, int nranks) {
+  return countIsPerRank(c) && nranks > 0 ? bytes / size_t(nranks) : bytes;
+}
+
 // A way to split the ranks into levels for the hierarchical composition, finest first.
 struct Hierarchy {
   std::string name;                       // level names joined by '+', e.g. "node+supernode"

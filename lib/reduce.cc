@@ -2,6 +2,8 @@
 // set once per process. The vector kernels are in reduce_avx2.cc and reduce_avx512.cc.
 #include "lib/reduce.h"
 
+#include <cctype>
+
 #include <strings.h>
 
 #include "lib/env.h"
@@ -155,6 +157,33 @@ size_t dtypeSize(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].s
 const char* dtypeName(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].name : "invalid"; }
 const char* redOpName(snclRedOp_t op) { return op >= 0 && op < snclNumOps ? kOpNames[op] : "invalid"; }
 bool dtypeValid(int type) { return type >= 0 && type < snclNumTypes; }
+
+bool dtypeFromName(std::string_view name, snclDataType_t* type) {
+  struct Alias {
+    const char* name;
+    snclDataType_t type;
+  };
+  static constexpr Alias kAliases[] = {
+      {"char", snclInt8},      {"i8", snclInt8},         {"u8", snclUint8},        {"int", snclInt32},
+      {"i32", snclInt32},      {"u32", snclUint32},      {"i64", snclInt64},       {"u64", snclUint64},
+      {"half", snclFloat16},   {"f16", snclFloat16},     {"fp16", snclFloat16},    {"float", snclFloat32},
+      {"f32", snclFloat32},    {"fp32", snclFloat32},    {"double", snclFloat64},  {"f64", snclFloat64},
+      {"fp64", snclFloat64},   {"bf16", snclBfloat16},   {"f8e4m3", snclFloat8e4m3}, {"fp8e4m3", snclFloat8e4m3},
+      {"e4m3", snclFloat8e4m3}, {"f8e5m2", snclFloat8e5m2}, {"fp8e5m2", snclFloat8e5m2}, {"e5m2", snclFloat8e5m2}};
+  const auto same = [](std::string_view a, const char* b) {
+    size_t i = 0;
+    for (; i < a.size() && b[i]; ++i)
+      if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    return i == a.size() && !b[i];
+  };
+  for (const char* prefix : {"nccl", "sncl"})
+    if (name.size() > 4 && same(name.substr(0, 4), prefix)) name.remove_prefix(4);
+  for (int t = 0; t < snclNumTypes; ++t)
+    if (same(name, kTypes[t].name)) return *type = snclDataType_t(t), true;
+  for (const Alias& a : kAliases)
+    if (same(name, a.name)) return *type = a.type, true;
+  return false;
+}
 
 ReduceFn reduceKernel(snclDataType_t type, snclRedOp_t op) {
   return dtypeValid(type) && opValid(op) ? choice().kernels->reduce[type][op] : nullptr;

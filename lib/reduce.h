@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "sncl/sncl.h"
 
@@ -26,6 +27,10 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count)
 
 size_t dtypeSize(snclDataType_t type);
 const char* dtypeName(snclDataType_t type);
+// NCCL's names ("float16", "bfloat16", "float8e4m3", with or without an nccl/sncl prefix),
+// nccl-tests' ("half", "float", "double", "f8e4m3"), and the short ones ("f16", "bf16",
+// "fp32", "e4m3"), case-insensitive; false for anything else.
+bool dtypeFromName(std::string_view name, snclDataType_t* type);
 const char* redOpName(snclRedOp_t op);
 bool dtypeValid(int type);
 

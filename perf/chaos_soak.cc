@@ -97,7 +97,9 @@ struct RankReport {
 };
 
 std::string endpointLink(int n, int e, int p) {
-  return "n" + std::to_string(n) + ".e" + std::to_string(e) + "-n" + std::to_string(n) + ".l1p" + std::to_string(p);
+  char name[64];
+  snprintf(name, sizeof name, "n%d.e%d-n%d.l1p%d", n, e, n, p);
+  return name;
 }
 
 // The two-plane Clos of topologies/supernode-2plane-2x4.json: every endpoint's link into
@@ -107,7 +109,9 @@ std::vector<std::string> twoPlaneLinks() {
   for (int n = 0; n < 2; ++n)
     for (int p = 0; p < 2; ++p) {
       for (int e = 0; e < 4; ++e) links.push_back(endpointLink(n, e, p));
-      links.push_back("n" + std::to_string(n) + ".l1p" + std::to_string(p) + "-l2p" + std::to_string(p) + ".s0");
+      char uplink[64];
+      snprintf(uplink, sizeof uplink, "n%d.l1p%d-l2p%d.s0", n, p, p);
+      links.push_back(uplink);
     }
   return links;
 }
@@ -406,7 +410,11 @@ void usage() {
           "                  [--links a-b,...] [--timeout-ms T] [--deadline-s S]\n"
           "       chaos_soak --transport ofi [--ranks N (even: 2 hosts x N/2)] [--seed S] [--seeds K] [--calls N]\n"
           "                  [--max-bytes B] [--faults rail|none] [--timeout-ms T] [--deadline-s S]\n"
-          "                  (root and `ip netns`; exit status 77 when they are missing)\n");
+          "                  (root and `ip netns`; exit status 77 when they are missing)\n"
+          "       chaos_soak --version\n"
+          "  defaults: --ranks 8 --transport bus --topo (a default bus Clos) --seed 1 --seeds 1 --calls 1000\n"
+          "            --max-bytes 4M --fault-rate 0.05 --faults down,degrade,jitter (ofi: rail) --injector 3\n"
+          "            --links (every endpoint and leaf uplink of the topology) --timeout-ms 20000 --deadline-s 900\n");
   exit(2);
 }
 
@@ -436,6 +444,7 @@ int main(int argc, char** argv) {
   bool faultsGiven = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--version") return printf("chaos_soak %s\n", snclGetBuildVersion()), 0;
     if (i + 1 >= argc) usage();
     const char* v = argv[++i];
     if (a == "--ranks") o.ranks = atoi(v);
@@ -444,7 +453,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = strtoull(v, nullptr, 10);
     else if (a == "--seeds") o.seeds = atoi(v);
     else if (a == "--calls") o.calls = atoi(v);
-    else if (a == "--max-bytes") { if (!perf::parseSize(v, &o.maxBytes)) usage(); }
+    else if (a == "--max-bytes") { if (snclParseSize(v, &o.maxBytes) != snclSuccess) usage(); }
     else if (a == "--fault-rate") o.faultRate = atof(v);
     else if (a == "--faults") o.faults = v, faultsGiven = true;
     else if (a == "--injector") o.injector = atoi(v);

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "perf/common/args.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 
@@ -170,26 +171,30 @@ int main(int argc, char** argv) {
   const char* only = nullptr;
   double deadlineS = 900;
   for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--version")) return printf("planner_regret %s\n", snclGetBuildVersion()), 0;
     if (!strcmp(argv[i], "--quick")) maxBytes = size_t(8) << 20;
-    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) maxBytes = strtoull(argv[++i], nullptr, 10);
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
+      if (snclParseSize(argv[++i], &maxBytes) != snclSuccess) {
+        fprintf(stderr, "planner_regret: %s\n", snclGetLastError(nullptr));
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--deadline") && i + 1 < argc) deadlineS = strtod(argv[++i], nullptr);
     else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
-      for (char* p = argv[++i]; *p;) {
-        char* end = nullptr;
-        const size_t v = strtoull(p, &end, 10);
-        const size_t scale = *end == 'K' ? 1024 : *end == 'M' ? 1048576 : 1;
-        if (end == p || v == 0 || sizes.size() == kMaxSizes) {
-          fprintf(stderr, "planner_regret: bad --sizes (up to %d sizes, bytes with K or M)\n", kMaxSizes);
+      for (const std::string& text : perf::splitList(argv[++i])) {
+        size_t v = 0;
+        if (snclParseSize(text.c_str(), &v) != snclSuccess || v == 0 || sizes.size() == kMaxSizes) {
+          fprintf(stderr, "planner_regret: bad --sizes (up to %d sizes, e.g. 8,64K,1.5M)\n", kMaxSizes);
           return 2;
         }
-        sizes.push_back(v * scale);
-        p = end + (scale > 1);
-        if (*p == ',') ++p;
+        sizes.push_back(v);
       }
       std::sort(sizes.begin(), sizes.end());
     } else {
-      fprintf(stderr, "usage: planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S]\n");
+      fprintf(stderr,
+              "usage: planner_regret [--quick] [--max-bytes N] [--sizes N,N,..] [--only TEXT] [--deadline S] [--version]\n"
+              "  defaults: --max-bytes %zu (--quick: 8M) --sizes (8 B by 32x up to --max-bytes) --deadline 900\n",
+              size_t(kShmMax));
       return 2;
     }
   }

@@ -245,7 +245,10 @@ std::string toolsNextToThisBinary() {
 }
 
 int usage() {
-  fprintf(stderr, "usage: sim_vs_bus [--topologies DIR] [--tools DIR] [--only TEXT] [--reps N]\n");
+  fprintf(stderr,
+          "usage: sim_vs_bus [--topologies DIR] [--tools DIR] [--only TEXT] [--reps N] [--version]\n"
+          "  defaults: --topologies topologies --tools (../tools beside this binary) --only (every case)\n"
+          "            --reps 3\n");
   return 2;
 }
 
@@ -255,6 +258,7 @@ int main(int argc, char** argv) {
   Options o;
   o.tools = toolsNextToThisBinary();
   for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--version")) return printf("sim_vs_bus %s\n", snclGetBuildVersion()), 0;
     if (i + 1 >= argc) return usage();
     if (!strcmp(argv[i], "--topologies")) o.topologies = argv[++i];
     else if (!strcmp(argv[i], "--tools")) o.tools = argv[++i];

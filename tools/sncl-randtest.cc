@@ -15,6 +15,7 @@
 
 #include "tools/randtest/case.h"
 #include "tools/randtest/session.h"
+#include "sncl/sncl_ext.h"
 
 using namespace randtest;
 
@@ -44,31 +45,19 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool parseBytes(const char* s, size_t* out) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  if (end == s || v < 0) return false;
-  if (*end == 'K' || *end == 'k') v *= 1024, ++end;
-  else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024, ++end;
-  if (*end == 'i') ++end;
-  if (*end == 'B') ++end;
-  *out = static_cast<size_t>(v);
-  return *end == 0;
-}
-
 void usage() {
   fprintf(stderr,
           "usage: sncl-randtest [--seed N] [--cases N | --seconds S] [--ranks 1-8|random]\n"
           "                     [--transport shm|bus|ofi|mixed] [--max-bytes B] [--timeout-ms MS]\n"
           "                     [--session K] [--replay 'SPEC'] [--no-shrink] [--shrink-seconds S]\n"
-          "                     [--shrink-timeout-ms MS] [-v]\n"
-          "  --seed N         the run's seed (every rank derives the same cases from it)\n"
+          "                     [--shrink-timeout-ms MS] [-v] [--version]\n"
+          "  --seed N         the run's seed (every rank derives the same cases from it; default 1)\n"
           "  --cases N        stop after N cases; --seconds S: stop starting sessions after S seconds\n"
+          "                   (default: neither, run until interrupted)\n"
           "  --ranks          world size of every session (default: random 2..8)\n"
-          "  --transport      shm, bus (emulated bus), ofi (SNCL_TRANSPORT=ofi for every pair) or\n"
-          "                   mixed (ranks on 2-3 virtual hosts: shm within, ofi between)\n"
-          "  --max-bytes B    largest buffer of one rank in one call (suffixes K, M, G; default 32M)\n"
+          "  --transport      shm (default), bus (emulated bus), ofi (SNCL_TRANSPORT=ofi for every\n"
+          "                   pair) or mixed (ranks on 2-3 virtual hosts: shm within, ofi between)\n"
+          "  --max-bytes B    largest buffer of one rank in one call (e.g. 64K, 1.5M; default 32M)\n"
           "  --timeout-ms MS  the comms' deadline (SNCL_TIMEOUT_MS, default 20000); a case that\n"
           "                   runs twice as long and 10 s more is killed and reported as a HANG\n"
           "  --shrink-seconds S  time spent shrinking one failure (default 300); --shrink-timeout-ms MS:\n"
@@ -85,6 +74,10 @@ bool parseArgs(int argc, char** argv, Options* o) {
     if (a == "-v" || a == "--verbose") o->verbose = true;
     else if (a == "--no-shrink") o->shrink = false;
     else if (a == "-h" || a == "--help") return false;
+    else if (a == "--version") {
+      printf("sncl-randtest %s\n", snclGetBuildVersion());
+      exit(0);
+    }
     else if (!(v = value())) return fprintf(stderr, "%s needs a value\n", a.c_str()), false;
     else if (a == "--seed") o->seed = strtoull(v, nullptr, 0);
     else if (a == "--cases") o->cases = strtoull(v, nullptr, 0);
@@ -97,7 +90,7 @@ bool parseArgs(int argc, char** argv, Options* o) {
     else if (a == "--transport") o->run.transport = v;
     else if (a == "--ranks") o->ranks = std::string(v) == "random" ? 0 : atoi(v);
     else if (a == "--max-bytes") {
-      if (!parseBytes(v, &o->maxBytes)) return fprintf(stderr, "bad --max-bytes %s\n", v), false;
+      if (snclParseSize(v, &o->maxBytes) != snclSuccess) return fprintf(stderr, "bad --max-bytes: %s\n", snclGetLastError(nullptr)), false;
     } else return fprintf(stderr, "unknown argument %s\n", a.c_str()), false;
   }
   const std::string& t = o->run.transport;

@@ -16,7 +16,9 @@
 
 #include "lib/sim/faults.h"
 #include "lib/sim/workload.h"
+#include "lib/reduce.h"
 #include "lib/topo/topo_file.h"
+#include "sncl/sncl_ext.h"
 
 using namespace sncl;
 
@@ -27,9 +29,11 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --ranks N          ranks, mapped onto the first N endpoints (default: every endpoint)
   --coll C           allreduce (default), allgather, reducescatter, broadcast, reduce,
                      alltoall, gather, scatter
-  --size S           nccl-tests' size in bytes, suffixes K M G (powers of 1024); default 1G
+  --size S           nccl-tests' size (the whole buffer), e.g. 8, 64K, 1.5M, 1G (powers
+                     of 1024); default 1G
   --dtype T          float32 (default), float16, bfloat16, float64, int8, uint8, int32,
-                     uint32, int64, uint64
+                     uint32, int64, uint64, float8e4m3, float8e5m2; nccl-tests' names too
+                     (half, float, double, f8e4m3, f8e5m2)
   --algo A           auto (the planner's choice, default), ring, direct, chain, tree, hd,
                      hier (the best hierarchical variant) or one the planner describes,
                      e.g. 'hier[node](ring/tree)'
@@ -39,8 +43,9 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --chunk BYTES      pipeline chunk (SNCL_CHUNK_SIZE; default 1M)
   --eager-bytes B    messages the transport buffers (default 4M); longer ones wait for
                      the receive to be posted
-  --reps N           run the simulation N times (wall time is the mean)
+  --reps N           run the simulation N times (wall time is the mean; default 1)
   --json             one JSON object on stdout instead of the table
+  --version          the library's version and git revision
 )";
 
 int usage(const std::string& why) {
@@ -51,34 +56,6 @@ int usage(const std::string& why) {
 int error(const std::string& what) {
   fmt::print(stderr, "sncl-sim: {}\n", what);
   return 1;
-}
-
-bool parseSize(const std::string& s, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = strtoull(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || s[0] == '-') return false;
-  std::string suffix(end);
-  int shift = 0;
-  if (suffix == "K" || suffix == "KiB") shift = 10;
-  else if (suffix == "M" || suffix == "MiB") shift = 20;
-  else if (suffix == "G" || suffix == "GiB") shift = 30;
-  else if (!suffix.empty() && suffix != "B") return false;
-  if (v > (~0ull >> shift)) return false;
-  *out = size_t(v) << shift;
-  return true;
-}
-
-bool parseDtype(const std::string& s, size_t* elem) {
-  struct D {
-    const char* name;
-    size_t size;
-  };
-  static const D kTypes[] = {{"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"float64", 8}, {"int8", 1},
-                             {"uint8", 1},   {"int32", 4},   {"uint32", 4},   {"int64", 8},   {"uint64", 8}};
-  for (const D& d : kTypes)
-    if (s == d.name) return *elem = d.size, true;
-  return false;
 }
 
 double peakRssMiB() {
@@ -116,6 +93,7 @@ int main(int argc, char** argv) {
     std::string v;
     if (a == "--json") json = true;
     else if (a == "--help" || a == "-h") return fmt::print("{}", kUsage), 0;
+    else if (a == "--version") return fmt::print("sncl-sim {}\n", snclGetBuildVersion()), 0;
     else if (!value(&v)) return usage(fmt::format("unknown option or missing value: {}", a));
     else if (a == "--topo") topoFile = v;
     else if (a == "--faults") faults = v;
@@ -124,11 +102,11 @@ int main(int argc, char** argv) {
     else if (a == "--coll") coll = v;
     else if (a == "--dtype") dtype = v;
     else if (a == "--size") {
-      if (!parseSize(v, &bytes)) return usage("bad --size " + v);
+      if (snclParseSize(v.c_str(), &bytes) != snclSuccess) return usage(std::string("--size: ") + snclGetLastError(nullptr));
     } else if (a == "--eager-bytes") {
-      if (!parseSize(v, &eager)) return usage("bad --eager-bytes " + v);
+      if (snclParseSize(v.c_str(), &eager) != snclSuccess) return usage(std::string("--eager-bytes: ") + snclGetLastError(nullptr));
     } else if (a == "--chunk") {
-      if (!parseSize(v, &chunk) || chunk == 0) return usage("bad --chunk " + v);
+      if (snclParseSize(v.c_str(), &chunk) != snclSuccess || chunk == 0) return usage("bad --chunk " + v);
     } else if (a == "--ranks" || a == "--reps") {
       char* e = nullptr;
       long n = strtol(v.c_str(), &e, 10);
@@ -146,7 +124,9 @@ int main(int argc, char** argv) {
   if (engine != "auto" && engine != "exact" && engine != "aggregated") return usage("bad --engine " + engine);
   sim::WorkloadSpec spec;
   if (!parseCollName(coll, &spec.coll)) return usage("unknown --coll " + coll);
-  if (!parseDtype(dtype, &spec.elemSize)) return usage("unknown --dtype " + dtype);
+  snclDataType_t type;
+  if (snclDataTypeFromName(dtype.c_str(), &type) != snclSuccess) return usage(snclGetLastError(nullptr));
+  spec.elemSize = dtypeSize(type);
   spec.algorithm = algo;
   spec.bytes = bytes;
   spec.chunkBytes = chunk;
@@ -187,7 +167,7 @@ int main(int argc, char** argv) {
     j["faults"] = faults;
     j["coll"] = coll;
     j["bytes"] = bytes;
-    j["dtype"] = dtype;
+    j["dtype"] = snclDataTypeName(type);
     j["algorithm"] = planned.algorithm;
     j["planner_choice"] = planned.plannerChoice;
     j["planner_candidates"] = planned.candidates;
@@ -216,7 +196,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   fmt::print("topology   {} ({} ranks){}\n", g.name(), n, faults.empty() ? "" : ", faults: " + faults);
-  fmt::print("collective {} {} B {}, algorithm {} (planner: {}), {} engine\n", coll, bytes, dtype, planned.algorithm,
+  fmt::print("collective {} {} B {}, algorithm {} (planner: {}), {} engine\n", coll, bytes, snclDataTypeName(type), planned.algorithm,
              planned.plannerChoice, exact ? "exact" : "aggregated");
   fmt::print("candidates {}\n", planned.candidates);
   fmt::print("time       {:.2f} us   algbw {:.2f} GB/s   busbw {:.2f} GB/s\n", res.timeUs, algbw, busbw);

@@ -29,6 +29,7 @@
 #include "lib/topo/route.h"
 #include "lib/topo/summary.h"
 #include "lib/topo/topo_file.h"
+#include "sncl/sncl_ext.h"
 
 using namespace sncl;
 using namespace sncl::topo;
@@ -48,8 +49,10 @@ constexpr const char* kUsage = R"(usage: sncl-topo [options]
   --png FILE             render with Graphviz dot into FILE
   --grouped              draw grouped even when small
   --plan COLL SIZE       the planner's choice for a collective (allreduce, broadcast, ...) of
-                         SIZE bytes per rank (K, M, G suffixes) on --ranks ranks, and every
-                         candidate's estimate; honours SNCL_ALGO, SNCL_TUNING_FILE, SNCL_CHUNK_SIZE
+                         nccl-tests' SIZE (the whole buffer; 8, 64K, 1.5M, 2G) on --ranks ranks,
+                         and every candidate's estimate; honours SNCL_ALGO, SNCL_TUNING_FILE,
+                         SNCL_CHUNK_SIZE
+  --version              the library's version and git revision
 )";
 
 struct Options {
@@ -89,6 +92,9 @@ int parseArgs(int argc, char** argv, Options* o) {
     long long x;
     if (a == "-h" || a == "--help") {
       fmt::print("{}", kUsage);
+      std::exit(0);
+    } else if (a == "--version") {
+      fmt::print("sncl-topo {}\n", snclGetBuildVersion());
       std::exit(0);
     } else if ((a == "--file" || a == "--topo") && need(1)) o->file = argv[++i];
     else if (a == "--ranks" && need(1)) {
@@ -218,14 +224,10 @@ int render(const std::string& dot, const std::string& png) {
 int showPlan(const Graph& g, const std::string& collName_, const std::string& sizeText) {
   CollType coll;
   if (!parseCollName(collName_, &coll)) return usage(fmt::format("--plan: unknown collective '{}'", collName_));
-  char* end = nullptr;
-  errno = 0;
-  const double number = strtod(sizeText.c_str(), &end);
-  const std::string suffix = end ? end : "";
-  const double scale = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : suffix == "G" ? 1073741824.0 : 0;
-  if (errno || end == sizeText.c_str() || scale == 0 || !(number >= 0) || number * scale > 1e15)
+  size_t size = 0;
+  if (snclParseSize(sizeText.c_str(), &size) != snclSuccess)
     return usage(fmt::format("--plan: size '{}' is not a byte count (e.g. 8, 64K, 256M)", sizeText));
-  const size_t bytes = size_t(number * scale);
+  const size_t bytes = planBytesOfSize(coll, size, g.rankCount());
   if (g.rankCount() < 1) return error("--plan: the topology maps no ranks");
 
   Tuning tuning = defaultTuning();
@@ -249,7 +251,7 @@ int showPlan(const Graph& g, const std::string& collName_, const std::string& si
   if (all.empty()) return error(fmt::format("--plan: no algorithm can run {} on this topology (SNCL_ALGO='{}')", collName_, options.algoSpec));
   std::string levels;
   for (const auto& h : planner.hierarchies()) levels += " " + h.name;
-  fmt::print("plan {} {} B on {} ranks of {} (epoch {}, tuning {}, {} clock; hierarchies:{})\n", collName_, bytes,
+  fmt::print("plan {} {} B on {} ranks of {} (epoch {}, tuning {}, {} clock; hierarchies:{})\n", collName_, size,
              g.rankCount(), g.name(), g.epoch(), tuning.source, oneSupernode ? "bus modeled" : "wall",
              levels.empty() ? " none" : levels);
   fmt::print("  chosen: {}  chunk {} B  estimate {:.1f} us\n", planner.describe(all.front()), all.front().chunkBytes,

@@ -42,9 +42,10 @@ constexpr const char* kUsage = R"(usage: sncl-tune [options]
   -o FILE            write the tuning file there (default: print it on stdout only)
   --kinds LIST       link kinds to measure, of shm, ofi, bus (default shm,ofi,bus)
   --ranks LIST       rank counts for the step overhead (default 2,4,8,16)
-  --sizes LIST       ping-pong sizes in bytes, K/M suffixes (default 8,4K,64K,256K,1M,4M)
+  --sizes LIST       ping-pong sizes in bytes, K/M/G suffixes (default 8,4K,64K,256K,1M,4M)
   --iters N          round trips per size (default 30)
-  --quick            fewer sizes, iterations and rank counts
+  --quick            fewer sizes, iterations and rank counts (10 iterations, ranks <= 8)
+  --version          the library's version and git revision
 )";
 
 constexpr int kMaxSizes = 32, kMaxIters = 1000;
@@ -60,14 +61,9 @@ double nowUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A ping-pong size: 1 byte to 4 GiB, in the library's size syntax.
 bool parseBytes(const std::string& s, size_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const std::string suffix = end ? end : "";
-  const double scale = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : 0;
-  if (end == s.c_str() || scale == 0 || !(v >= 1) || v * scale > double(size_t(1) << 32)) return false;
-  *out = size_t(v * scale);
-  return true;
+  return snclParseSize(s.c_str(), out) == snclSuccess && *out >= 1 && *out <= (size_t(1) << 32);
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -254,7 +250,7 @@ int main(int argc, char** argv) {
       o.sizes.clear();
       for (const std::string& s : split(argv[++i])) {
         size_t b = 0;
-        if (!parseBytes(s, &b)) return usageError(fmt::format("bad size '{}' (bytes, K or M suffix, at most 4G)", s));
+        if (!parseBytes(s, &b)) return usageError(fmt::format("bad size '{}' (1 to 4G bytes, e.g. 8, 64K, 1.5M)", s));
         o.sizes.push_back(b);
       }
       std::sort(o.sizes.begin(), o.sizes.end());
@@ -271,6 +267,9 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "-h" || a == "--help") {
       printf("%s", kUsage);
+      return 0;
+    } else if (a == "--version") {
+      printf("sncl-tune %s\n", snclGetBuildVersion());
       return 0;
     } else {
       return usageError(fmt::format("unknown or incomplete option '{}'", a));

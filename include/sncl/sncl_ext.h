@@ -1,7 +1,7 @@
 /* sncl extensions beyond the NCCL-style API: control and observation of the emulated
- * supernode bus (the "bus" transport, docs/bus.md), for tests and benchmarks, and the fault
- * statistics of a comm. The snclBus* calls fail with snclInvalidUsage on a comm that has
- * no bus peers. */
+ * supernode bus (the "bus" transport, docs/bus.md), for tests and benchmarks, the fault
+ * statistics of a comm, and the names and sizes that sncl's variables and tools read. The
+ * snclBus* calls fail with snclInvalidUsage on a comm that has no bus peers. */
 #ifndef SNCL_SNCL_EXT_H_
 #define SNCL_SNCL_EXT_H_
 
@@ -66,6 +66,23 @@ snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out);
  * Fills the plan cache as a call of that size would; the same answer on every rank. */
 snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collective, size_t bytes, char* plan, size_t planLen,
                                  double* estimateUs);
+
+/* A size as every SNCL_* variable and sncl tool reads it: a decimal number, optionally with
+ * a fraction, then an optional K, M, G or T (powers of 1024, either case) and an optional
+ * B or iB: "65536", "64K", "1.5M", "256KiB". snclInvalidArgument (with a message) unless it
+ * is a whole number of bytes that fits in size_t. */
+snclResult_t snclParseSize(const char* text, size_t* bytes);
+
+/* The datatype a name means: NCCL's ("float16", "bfloat16", "float8e4m3", also with the
+ * "nccl"/"sncl" prefix as in "ncclFloat32"), nccl-tests' ("half", "float", "double",
+ * "f8e4m3") or the short forms ("f16", "bf16", "fp32", "e4m3"); case-insensitive. */
+snclResult_t snclDataTypeFromName(const char* name, snclDataType_t* type);
+/* NCCL's name of a datatype without the prefix ("float16"); "invalid" for an unknown one. */
+const char* snclDataTypeName(snclDataType_t type);
+
+/* The library's version and the source revision it was built from, e.g.
+ * "0.1.0 (git 600054a)"; "(git unknown)" when built outside a git checkout. */
+const char* snclGetBuildVersion(void);
 
 #ifdef __cplusplus
 }

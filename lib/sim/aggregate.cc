@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 
+#include "lib/hash.h"
 #include "lib/sim/flows.h"
 #include "lib/sim/sim.h"
 
@@ -429,8 +430,8 @@ class Aggregated {
       if (pos_[r] >= 0) p.ranks.push_back(r);
     p.opStart.clear();
     p.ops.clear();
-    uint64_t hash = 1469598103934665603ull;  // FNV-1a over ranks, kinds and peers
-    const auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+    uint64_t hash = kFnvBasis;  // over ranks, kinds and peers
+    const auto mix = [&hash](uint64_t v) { hash = fnvMix(hash, v); };
     for (int r : p.ranks) {
       const Run& run = ranks_[r].runs[current[r]];
       p.opStart.push_back(uint32_t(p.ops.size()));

@@ -49,11 +49,7 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology with {} mapped", nranks, g.rankCount());
   if (elem == 0 || spec.bytes % elem)
     return fail(snclInvalidArgument, "simulator: size {} is not a whole number of {}-byte elements", spec.bytes, elem);
-  // CollShape's count (lib/planner.h): per rank for All-Gather and Reduce-Scatter, per
-  // peer for All-to-All, Gather and Scatter; nccl-tests' size is the whole buffer.
-  const bool perRank = coll == CollType::AllGather || coll == CollType::ReduceScatter || coll == CollType::AlltoAll ||
-                       coll == CollType::Gather || coll == CollType::Scatter;
-  const size_t count = perRank ? spec.bytes / elem / n : spec.bytes / elem;
+  const size_t count = planBytesOfSize(coll, spec.bytes / elem, nranks);  // CollShape's count
   if (count == 0) return fail(snclInvalidArgument, "simulator: size {} leaves no element per rank", spec.bytes);
   out->busFactor = coll == CollType::AllReduce                               ? 2.0 * double(n - 1) / double(n)
                    : coll == CollType::Broadcast || coll == CollType::Reduce ? 1.0
@@ -100,7 +96,7 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
     auto it = std::find_if(all.begin(), all.end(), [&](const Plan& p) { return matches(chooser, p, spec.algorithm); });
     if (it == all.end()) {
       std::string names;
-      for (const Plan& p : all) names += " " + chooser.describe(p);
+      for (const Plan& p : all) names.append(" ").append(chooser.describe(p));
       return fail(snclInvalidArgument, "simulator: no {} schedule '{}' on this topology (there are:{})", collName(coll),
                   spec.algorithm, names);
     }

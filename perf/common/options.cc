@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "perf/common/args.h"
+#include "sncl/sncl_ext.h"
 
 namespace perf {
 
@@ -22,12 +22,15 @@ void usage(const char* prog) {
   fprintf(stderr,
           "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c check 0/1]\n"
           "          [-t threads per process] [-d type|all] [-o op|all] [-r root] [-a 0-3]\n"
-          "          [--baseline mpi|gloo|mpi,gloo|none] [--ceiling] [-J results.json]\n"
+          "          [--baseline mpi|gloo|mpi,gloo|none] [--ceiling] [-J results.json] [--version]\n"
+          "  defaults: -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -d float -o sum -r 0 -a 1 --baseline mpi\n"
+          "  -b, -e: nccl-tests' size (the whole buffer), e.g. 8, 64K, 1.5M, 1G (powers of 1024)\n"
           "  -a: time across ranks 0 = rank 0's, 1 = mean (default), 2 = min, 3 = max\n"
           "  --baseline: peers run on the same buffers right after sncl, per size (default mpi;\n"
           "              peers need one rank per process, -t 1)\n"
           "  --ceiling: memcpy and a[i]+=b[i] bandwidth with every rank at once, and sncl's share of it\n"
           "types: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 | all\n"
+          "       (NCCL's names work too: float16, float32, float64, float8e4m3, ...)\n"
           "ops: sum prod max min avg mulsum | all\n",
           prog);
 }
@@ -48,6 +51,15 @@ bool parseList(const char* arg, const char* const* names, int n, std::vector<E>*
     if (!strcmp(arg, "all") || !strcmp(arg, names[i])) out->push_back(static_cast<E>(i));
   return !out->empty();
 }
+
+// "all" or any name the library reads as a datatype.
+bool parseTypes(const char* arg, std::vector<snclDataType_t>* out) {
+  if (!strcmp(arg, "all")) return parseList(arg, kTypeNames, snclNumTypes, out);
+  out->assign(1, snclFloat32);
+  return snclDataTypeFromName(arg, &out->front()) == snclSuccess;
+}
+
+bool parseSize(const char* arg, size_t* out) { return snclParseSize(arg, out) == snclSuccess; }
 
 bool parsePeers(const char* arg, std::vector<Peer>* out) {
   out->clear();
@@ -70,9 +82,10 @@ bool parsePeers(const char* arg, std::vector<Peer>* out) {
 
 bool parseOptions(int argc, char** argv, Options* o, bool* help) {
   *help = false;
-  enum { kBaseline = 1000, kCeiling };
+  enum { kBaseline = 1000, kCeiling, kVersion };
   static const option longOptions[] = {{"baseline", required_argument, nullptr, kBaseline},
                                        {"ceiling", no_argument, nullptr, kCeiling},
+                                       {"version", no_argument, nullptr, kVersion},
                                        {"help", no_argument, nullptr, 'h'},
                                        {nullptr, 0, nullptr, 0}};
   int ch, stepFactor = 2, minIters = 1;
@@ -97,9 +110,10 @@ bool parseOptions(int argc, char** argv, Options* o, bool* help) {
       }
       case kBaseline: ok = parsePeers(optarg, &o->peers); break;
       case kCeiling: o->ceiling = true; break;
-      case 'd': ok = parseList(optarg, kTypeNames, snclNumTypes, &o->types); break;
+      case 'd': ok = parseTypes(optarg, &o->types); break;
       case 'o': ok = parseList(optarg, kOpNames, kNumOps, &o->ops); break;
       case 'h': *help = true; usage(argv[0]); return false;
+      case kVersion: *help = true; printf("%s %s\n", argv[0], snclGetBuildVersion()); return false;
       default: ok = false; break;
     }
     if (!ok && ch != '?') fprintf(stderr, "%s: bad value '%s' for -%c\n", argv[0], optarg ? optarg : "", ch < 128 ? ch : '-');

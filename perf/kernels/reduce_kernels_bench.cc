@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "lib/reduce.h"
+#include "lib/size_text.h"
 
 namespace sncl::bench {
 void addInPlace(float* __restrict a, const float* __restrict b, size_t n);
@@ -62,17 +63,9 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 size_t parseSize(const std::string& s) {
-  char* end = nullptr;
-  size_t v = strtoull(s.c_str(), &end, 10);
-  switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    case '\0': break;
-    default: usage(("bad size " + s).c_str());
-  }
-  if (v == 0) usage(("bad size " + s).c_str());
-  return v;
+  uint64_t v = 0;
+  if (!sncl::parseSize(s, &v) || v == 0) usage(("bad size " + s).c_str());
+  return size_t(v);
 }
 
 Options parse(int argc, char** argv) {
@@ -105,8 +98,10 @@ Options parse(int argc, char** argv) {
   }
   for (int t = 0; t < snclNumTypes; ++t) {
     std::vector<std::string> want = split(types);
-    for (const std::string& name : want)
-      if (name == "all" || name == dtypeName(snclDataType_t(t))) o.types.push_back(snclDataType_t(t));
+    for (const std::string& name : want) {
+      snclDataType_t named;
+      if (name == "all" || (dtypeFromName(name, &named) && named == t)) o.types.push_back(snclDataType_t(t));
+    }
   }
   if (o.types.empty()) usage(("no known type in " + types).c_str());
   for (const std::string& op : o.ops)

@@ -147,7 +147,8 @@ int lookup(const char* const (&names)[N], const std::string& s) {
   return -1;
 }
 
-bool parseSize(const std::string& s, size_t* out) {
+// A whole number field of a case spec.
+bool parseCount(const std::string& s, size_t* out) {
   char* end = nullptr;
   unsigned long long v = strtoull(s.c_str(), &end, 0);
   if (s.empty() || *end) return false;
@@ -168,8 +169,8 @@ bool parseCall(const std::string& tok, Call* call, std::string* error) {
   call->op = f[2] == "-" ? kNoOp : lookup(kOpNames, f[2]);
   if ((call->op == kNoOp) == isReduction(call->coll)) return *error = "bad op in '" + tok + "'", false;
   size_t root = 0, ip = 0, off = 0;
-  if (f[3][0] != 'r' || !parseSize(f[3].substr(1), &root) || f[4][0] != 'n' || !parseSize(f[4].substr(1), &call->count) ||
-      f[5].compare(0, 2, "ip") || !parseSize(f[5].substr(2), &ip) || f[6][0] != 'o' || !parseSize(f[6].substr(1), &off))
+  if (f[3][0] != 'r' || !parseCount(f[3].substr(1), &root) || f[4][0] != 'n' || !parseCount(f[4].substr(1), &call->count) ||
+      f[5].compare(0, 2, "ip") || !parseCount(f[5].substr(2), &ip) || f[6][0] != 'o' || !parseCount(f[6].substr(1), &off))
     return *error = "bad fields in '" + tok + "'", false;
   call->root = static_cast<int>(root);
   call->inPlace = ip != 0;
@@ -280,17 +281,17 @@ bool parseCase(const std::string& spec, Case* out, std::string* error) {
     const std::string key = tok.substr(0, eq), val = tok.substr(eq + 1);
     size_t v = 0;
     if (key == "n") {
-      if (!parseSize(val, &v) || v < 1 || v > kMaxRanks) return *error = "n must be 1..8", false;
+      if (!parseCount(val, &v) || v < 1 || v > kMaxRanks) return *error = "n must be 1..8", false;
       c.world.nranks = static_cast<int>(v);
       haveN = true;
     } else if (key == "algo") {
       c.world.algo = val;
     } else if (key == "chunk") {
-      if (!parseSize(val, &c.world.chunk)) return *error = "bad chunk", false;
+      if (!parseCount(val, &c.world.chunk)) return *error = "bad chunk", false;
     } else if (key == "hosts") {
       if (!parseInts(val, &c.world.hosts)) return *error = "bad hosts", false;
     } else if (key == "seed") {
-      if (!parseSize(val, &v)) return *error = "bad seed", false;
+      if (!parseCount(val, &v)) return *error = "bad seed", false;
       c.seed = v;
     } else if (key == "group") {
       c.group = val == "1";
