@@ -2,9 +2,9 @@
 // set once per process. The vector kernels are in reduce_avx2.cc and reduce_avx512.cc.
 #include "lib/reduce.h"
 
-#include <cctype>
-
 #include <strings.h>
+
+#include <cstring>
 
 #include "lib/env.h"
 #include "lib/log.h"
@@ -171,10 +171,7 @@ bool dtypeFromName(std::string_view name, snclDataType_t* type) {
       {"fp64", snclFloat64},   {"bf16", snclBfloat16},   {"f8e4m3", snclFloat8e4m3}, {"fp8e4m3", snclFloat8e4m3},
       {"e4m3", snclFloat8e4m3}, {"f8e5m2", snclFloat8e5m2}, {"fp8e5m2", snclFloat8e5m2}, {"e5m2", snclFloat8e5m2}};
   const auto same = [](std::string_view a, const char* b) {
-    size_t i = 0;
-    for (; i < a.size() && b[i]; ++i)
-      if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-    return i == a.size() && !b[i];
+    return a.size() == strlen(b) && strncasecmp(a.data(), b, a.size()) == 0;
   };
   for (const char* prefix : {"nccl", "sncl"})
     if (name.size() > 4 && same(name.substr(0, 4), prefix)) name.remove_prefix(4);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "perf/common/args.h"
 #include "sncl/sncl_ext.h"
 
 namespace perf {
@@ -64,16 +65,10 @@ bool parseSize(const char* arg, size_t* out) { return snclParseSize(arg, out) ==
 bool parsePeers(const char* arg, std::vector<Peer>* out) {
   out->clear();
   if (!strcmp(arg, "none")) return true;
-  std::string list(arg);
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    const std::string name = list.substr(start, end - start);
+  for (const std::string& name : splitList(arg)) {
     if (name == "mpi") out->push_back(Peer::Mpi);
     else if (name == "gloo") out->push_back(Peer::Gloo);
     else return false;
-    start = end + 1;
   }
   return !out->empty();
 }
@@ -113,7 +108,12 @@ bool parseOptions(int argc, char** argv, Options* o, bool* help) {
       case 'd': ok = parseTypes(optarg, &o->types); break;
       case 'o': ok = parseList(optarg, kOpNames, kNumOps, &o->ops); break;
       case 'h': *help = true; usage(argv[0]); return false;
-      case kVersion: *help = true; printf("%s %s\n", argv[0], snclGetBuildVersion()); return false;
+      case kVersion: {
+        const char* slash = strrchr(argv[0], '/');
+        printf("%s %s\n", slash ? slash + 1 : argv[0], snclGetBuildVersion());
+        *help = true;
+        return false;
+      }
       default: ok = false; break;
     }
     if (!ok && ch != '?') fprintf(stderr, "%s: bad value '%s' for -%c\n", argv[0], optarg ? optarg : "", ch < 128 ? ch : '-');
