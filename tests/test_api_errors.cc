@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap.h"
+#include "lib/net/bootstrap.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap.h"
-#include "lib/socket.h"
+#include "lib/net/bootstrap.h"
+#include "lib/net/socket.h"
 
 using namespace sncl;
 

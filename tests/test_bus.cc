@@ -18,7 +18,7 @@ using namespace sncl;
 
 namespace {
 
-// The default topology's figures (lib/comm_topo.cc: ClosParams defaults).
+// The default topology's figures (lib/topo/comm_topo.cc: ClosParams defaults).
 constexpr double kEndpointGBps = 50;
 constexpr double kAcrossLatUs = 1.0;   // + leaf - spine - leaf
 

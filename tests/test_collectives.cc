@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/reduce.h"
+#include "lib/exec/reduce.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"

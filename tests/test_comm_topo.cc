@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/comm_topo.h"
+#include "lib/topo/comm_topo.h"
 
 using namespace sncl;
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "lib/env.h"
+#include "lib/base/env.h"
 #include "sncl/sncl_ext.h"
 
 namespace {

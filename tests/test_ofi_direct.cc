@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/clock.h"
+#include "lib/base/clock.h"
 #include "perf/common/netns.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/clock.h"
+#include "lib/base/clock.h"
 #include "perf/common/exact_calls.h"
 #include "perf/common/netns.h"
 #include "sncl/sncl.h"

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap.h"
-#include "lib/clock.h"
-#include "lib/error.h"
+#include "lib/net/bootstrap.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
 #include "transports/ofi/ofi.h"
 #include "transports/ofi/ofi_fabric.h"
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "lib/error.h"
-#include "lib/planner.h"
+#include "lib/base/error.h"
+#include "lib/plan/planner.h"
 #include "lib/topo/generators.h"
 
 using namespace sncl;

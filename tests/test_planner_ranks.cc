@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "lib/topo/generators.h"
 #include "sncl/sncl_ext.h"
 #include "tests/util/data.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/reduce.h"
+#include "lib/exec/reduce.h"
 
 extern char** environ;
 

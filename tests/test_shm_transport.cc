@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap.h"
-#include "lib/clock.h"
-#include "lib/transport.h"
+#include "lib/net/bootstrap.h"
+#include "lib/base/clock.h"
+#include "lib/transport/transport.h"
 #include "tests/util/launcher.h"
 #include "transports/shm/shm.h"
 

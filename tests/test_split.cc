@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/comm.h"
+#include "lib/comm/comm.h"
 #include "sncl/sncl.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/cost_model.h"
-#include "lib/linear_fit.h"
+#include "lib/plan/cost_model.h"
+#include "lib/plan/linear_fit.h"
 #include "lib/topo/generators.h"
 #include "lib/topo/route.h"
 

@@ -16,7 +16,7 @@
 
 #include "lib/sim/faults.h"
 #include "lib/sim/workload.h"
-#include "lib/reduce.h"
+#include "lib/exec/reduce.h"
 #include "lib/topo/topo_file.h"
 #include "sncl/sncl_ext.h"
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/cost_model.h"
-#include "lib/env.h"
-#include "lib/planner.h"
+#include "lib/plan/cost_model.h"
+#include "lib/base/env.h"
+#include "lib/plan/planner.h"
 #include "lib/topo/discovery.h"
 #include "lib/topo/draw.h"
 #include "lib/topo/graph.h"

@@ -15,6 +15,7 @@ run_suite() {  # build dir, extra cmake args...
   ctest --test-dir "$dir" --output-on-failure --timeout 900
 }
 
+bash tools/check_includes.sh   # the layering of lib/README.md
 run_suite build -DCMAKE_BUILD_TYPE=Release -DSNCL_WERROR=ON   # a new warning fails CI
 bash tools/run_fuzz.sh 30   # the topology-file parser under libFuzzer, bounded
 # The torch extension is left out here: Python cannot load an ASan-built module without

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/transport.h"
+#include "lib/transport/transport.h"
 
 // clang-format off
 #define SNCL_BUILTIN_TRANSPORTS(X) \

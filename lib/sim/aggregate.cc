@@ -20,11 +20,14 @@
 // Lockstep is exact when ranks are coupled step by step (ring, tree, halving-doubling on a
 // uniform network); it charges every rank the slowest rank's step, where the exact engine
 // lets loosely coupled ranks run ahead. tests/test_sim.cc bounds the difference.
+//
+// Longer than most files here on purpose: the steps above are one algorithm over shared
+// state, and splitting it would spread that state over several files.
 #include <algorithm>
 #include <limits>
 #include <map>
 
-#include "lib/hash.h"
+#include "lib/base/hash.h"
 #include "lib/sim/flows.h"
 #include "lib/sim/sim.h"
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 #include "lib/topo/graph.h"
 
 namespace sncl::sim {

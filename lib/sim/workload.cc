@@ -9,7 +9,7 @@
 #include "algorithms/hierarchical.h"
 #include "algorithms/ring.h"
 #include "algorithms/tree.h"
-#include "lib/cost_model.h"
+#include "lib/plan/cost_model.h"
 
 namespace sncl::sim {
 
@@ -68,7 +68,7 @@ Result makeWorkload(const topo::Graph& g, const WorkloadSpec& spec, int nranks, 
   const size_t bytes = count * elem;
   Plan plan;
   if (spec.algorithm == "auto") {
-    // The planner's estimates (lib/cost_model.h) are its own cost: at 10,000+ ranks they
+    // The planner's estimates (lib/plan/cost_model.h) are its own cost: at 10,000+ ranks they
     // take longer than the simulation; a named algorithm skips them.
     plan = chooser.choose(coll, bytes);
     for (const Plan& p : chooser.candidates(coll, bytes))

@@ -1,12 +1,12 @@
 // What the simulator runs: a collective of a given size on n ranks, as the library's own
-// schedules. The planner is built on the topology being simulated (lib/cost_model.h) and
+// schedules. The planner is built on the topology being simulated (lib/plan/cost_model.h) and
 // "auto" takes Planner::choose's plan, exactly as a comm on that machine would; a named
 // algorithm takes the cheapest of the planner's candidates with that algorithm.
 #pragma once
 
 #include <string>
 
-#include "lib/planner.h"
+#include "lib/plan/planner.h"
 #include "lib/sim/sim.h"
 #include "lib/topo/graph.h"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "lib/env.h"
-#include "lib/log.h"
+#include "lib/base/env.h"
+#include "lib/base/log.h"
 
 namespace sncl::topo {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 
 namespace sncl::topo {
 

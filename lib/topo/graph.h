@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 
 namespace sncl::topo {
 

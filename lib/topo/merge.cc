@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "lib/env.h"
-#include "lib/log.h"
+#include "lib/base/env.h"
+#include "lib/base/log.h"
 #include "lib/topo/discovery.h"
 #include "lib/topo/generators.h"
 #include "lib/topo/topo_file.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 #include "lib/topo/generators.h"
 
 namespace sncl::topo {

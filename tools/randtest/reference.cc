@@ -69,7 +69,7 @@ bool sameFloat(double a, double b) {
   return a == b && std::signbit(a) == std::signbit(b);
 }
 
-// IEEE 754-2019 maximumNumber/minimumNumber with -0 below +0 (lib/reduce.h's max/min).
+// IEEE 754-2019 maximumNumber/minimumNumber with -0 below +0 (lib/exec/reduce.h's max/min).
 double maxNum(double a, double b, bool max) {
   if (std::isnan(a)) return b;
   if (std::isnan(b)) return a;

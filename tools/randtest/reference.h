@@ -1,7 +1,7 @@
 // The host reference of sncl-randtest: every rank's input and the expected result of a
 // reduction, and the byte patterns of collectives that only move data.
 //
-// Integers take any value and wrap (two's complement, as lib/reduce.h promises); the
+// Integers take any value and wrap (two's complement, as lib/exec/reduce.h promises); the
 // reference folds them in uint64 arithmetic masked to the type's width, and avg divides
 // the wrapped sum by nranks truncating toward zero. Floats are chosen so that every
 // partial result is exact in the type whatever order the ranks combine them in:

@@ -2,7 +2,7 @@
 // failure they cause, and the counters.
 #include <algorithm>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 #include "transports/bus/pid_lock.h"
 #include "transports/bus/bus_transport.h"
 

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "lib/error.h"
-#include "lib/transport.h"
+#include "lib/base/error.h"
+#include "lib/transport/transport.h"
 #include "transports/bus/calendar.h"
 
 namespace sncl::bus {

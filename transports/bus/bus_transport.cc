@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lib/env.h"
-#include "lib/log.h"
+#include "lib/base/env.h"
+#include "lib/base/log.h"
 #include "transports/shm/shm.h"
 
 namespace sncl {

@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/bus_control.h"
-#include "lib/comm_topo.h"
-#include "lib/transport.h"
+#include "lib/transport/bus_control.h"
+#include "lib/topo/comm_topo.h"
+#include "lib/transport/transport.h"
 #include "transports/bus/bus_state.h"
 #include "transports/bus/faults.h"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 #include "lib/topo/graph.h"
 
 namespace sncl::bus {

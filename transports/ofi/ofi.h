@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/transport.h"
+#include "lib/transport/transport.h"
 
 namespace sncl {
 

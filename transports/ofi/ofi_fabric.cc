@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 
 namespace sncl::ofi {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 #include "transports/ofi/ofi.h"
 
 namespace sncl::ofi {

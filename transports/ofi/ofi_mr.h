@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 
 namespace sncl::ofi {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace sncl::ofi {

@@ -24,7 +24,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace sncl::ofi {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/transport.h"
+#include "lib/transport/transport.h"
 #include "transports/ofi/ofi.h"
 
 namespace sncl::ofi {

@@ -16,10 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "lib/bootstrap.h"
-#include "lib/env.h"
-#include "lib/log.h"
-#include "lib/socket.h"
+#include "lib/net/bootstrap.h"
+#include "lib/base/env.h"
+#include "lib/base/log.h"
+#include "lib/net/socket.h"
 #include "transports/ofi/ofi_rails.h"
 
 namespace sncl {

@@ -73,8 +73,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/clock.h"
-#include "lib/transport.h"
+#include "lib/base/clock.h"
+#include "lib/transport/transport.h"
 #include "transports/ofi/ofi.h"
 #include "transports/ofi/ofi_fabric.h"
 #include "transports/ofi/ofi_mr.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/transport.h"
+#include "lib/transport/transport.h"
 
 namespace sncl::shm {
 

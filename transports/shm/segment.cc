@@ -14,7 +14,7 @@
 #include <map>
 #include <mutex>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 
 namespace sncl::shm {
 namespace {

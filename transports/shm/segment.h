@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "lib/error.h"
+#include "lib/base/error.h"
 #include "transports/shm/layout.h"
 
 namespace sncl::shm {

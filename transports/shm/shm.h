@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "lib/transport.h"
+#include "lib/transport/transport.h"
 
 namespace sncl {
 

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "lib/log.h"
+#include "lib/base/log.h"
 #include "transports/shm/shm.h"
 
 namespace sncl {

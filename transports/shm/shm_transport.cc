@@ -9,9 +9,9 @@
 #include <bit>
 #include <cstring>
 
-#include "lib/bootstrap.h"
-#include "lib/env.h"
-#include "lib/log.h"
+#include "lib/net/bootstrap.h"
+#include "lib/base/env.h"
+#include "lib/base/log.h"
 
 namespace sncl {
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/clock.h"
-#include "lib/transport.h"
+#include "lib/base/clock.h"
+#include "lib/transport/transport.h"
 #include "transports/shm/fifo.h"
 #include "transports/shm/request.h"
 #include "transports/shm/segment.h"

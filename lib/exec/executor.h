@@ -1,0 +1,80 @@
+// The executor runs one rank's schedule on real bytes: it posts each step's operations on
+// the peers' transports, reduces received fragments straight out of the transport's
+// staging memory, and waits (spin, then sleep) until the step is done.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "lib/base/error.h"
+#include "lib/exec/reduce.h"
+#include "lib/transport/transport.h"
+
+namespace sncl {
+
+struct ExecArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;
+  void* const* userBuffers = nullptr;  // algo::userBuf(k) is userBuffers[k] (point-to-point)
+  size_t elemSize = 0;
+  ReduceFn reduce = nullptr;  // for RecvReduce ops
+  uint64_t seq = 0;           // the collective's sequence number on this comm (goes into tags)
+  uint8_t* opDone = nullptr;  // if set, opDone[i] = 1 once schedule op i completed (a fault's survey)
+};
+
+class Executor {
+ public:
+  // transportOfPeer[r] serves peer r (nullptr for this rank).
+  Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t timeoutMs);
+
+  Result run(const algo::Schedule& schedule, const ExecArgs& args);
+
+  // Asked while a step waits (rate-limited by the callee): true stops the run with
+  // snclRemoteError and interrupted() set, recording no error (the comm's fault handling
+  // takes over).
+  struct Interrupt {
+    bool (*check)(void* ctx) = nullptr;
+    void* ctx = nullptr;
+  };
+  void setInterrupt(Interrupt i) { interrupt_ = i; }
+  bool interrupted() const { return interrupted_; }
+  // Steps that waited over a quarter of the deadline without progress, then went on.
+  uint64_t stalls() const { return stalls_; }
+  // The peer of the request that failed the last run (-1: none).
+  int failedPeer() const { return failedPeer_; }
+
+ private:
+  struct Pending {
+    Transport* transport;
+    RequestId req;
+    int peer;
+    uint32_t op;  // its index in the schedule
+  };
+  // What a receive's sink needs to place or reduce a fragment.
+  struct SinkTarget {
+    char* dst;
+    const char* src;  // local operand of RecvReduce, nullptr for Recv
+    ReduceFn reduce;
+    size_t elemSize;
+  };
+  static void deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes);
+  static void deliverReduce(void* ctx, size_t offset, const void* data, size_t bytes);
+
+  Result post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink);
+  Result waitAll(size_t stepIndex, uint8_t* opDone);
+
+  int rank_;
+  std::vector<Transport*> transportOfPeer_;
+  std::vector<Transport*> transports_;  // distinct transports, for wait()
+  int64_t timeoutMs_;
+  std::vector<Pending> pending_;        // reused across steps: no allocation once warm
+  std::vector<SinkTarget> sinks_;
+  Interrupt interrupt_;
+  bool interrupted_ = false;
+  int failedPeer_ = -1;
+  uint64_t stalls_ = 0;
+};
+
+}  // namespace sncl

@@ -1,0 +1,82 @@
+#include "lib/topo/comm_topo.h"
+
+#include <fmt/format.h>
+
+#include "lib/base/env.h"
+#include "lib/topo/generators.h"
+#include "lib/topo/topo_file.h"
+
+namespace sncl {
+
+Result CommTopology::defaultGraph(int nranks, topo::Graph* out) {
+  if (nranks < 1) return fail(snclInvalidArgument, "a topology needs at least one rank, not {}", nranks);
+  constexpr int kPerNode = 4;
+  topo::ClosParams p;
+  p.perNode = std::min(nranks, kPerNode);
+  p.nodes = (nranks + kPerNode - 1) / kPerNode;
+  p.planes = 1;
+  p.spines = 1;
+  topo::Graph g;
+  g.setName(fmt::format("default-{}x{}", p.nodes, p.perNode));
+  SNCL_CHECK(topo::generate(g, p));
+  SNCL_CHECK(g.finalize());
+  *out = std::move(g);
+  return snclSuccess;
+}
+
+Result CommTopology::fromGraph(topo::Graph graph, int nranks, bool fromFile, std::shared_ptr<CommTopology>* out) {
+  if (nranks > int(graph.endpointCount()))
+    return fail(snclInvalidArgument, "topology {} has {} endpoints, too few for {} ranks", graph.name(),
+                graph.endpointCount(), nranks);
+  SNCL_CHECK(graph.mapRanks(nranks));
+  std::shared_ptr<CommTopology> t(new CommTopology());
+  t->graph_ = std::move(graph);
+  t->fromFile_ = fromFile;
+  t->rankVertex_.resize(nranks);
+  for (int r = 0; r < nranks; ++r) t->rankVertex_[r] = t->graph_.rankVertex(r);
+  *out = std::move(t);
+  return snclSuccess;
+}
+
+Result CommTopology::build(int nranks, std::shared_ptr<CommTopology>* out) {
+  topo::Graph g;
+  auto file = env::str("SNCL_TOPO_FILE");
+  if (file && !file->empty()) {
+    SNCL_CHECK(topo::loadTopologyFile(*file, &g));
+    return fromGraph(std::move(g), nranks, true, out);
+  }
+  SNCL_CHECK(defaultGraph(nranks, &g));
+  return fromGraph(std::move(g), nranks, false, out);
+}
+
+bool CommTopology::sameSupernode(int a, int b) const {
+  if (!graph_.levelDefined(topo::Level::Supernode)) return false;
+  return graph_.rankGroupOf(a, topo::Level::Supernode) == graph_.rankGroupOf(b, topo::Level::Supernode);
+}
+
+Result CommTopology::routeRanks(int src, int dst, topo::Route* out) const {
+  std::shared_lock lock(mu_);
+  return graph_.route(rankVertex_[src], rankVertex_[dst], out);
+}
+
+uint64_t CommTopology::epoch() const {
+  std::shared_lock lock(mu_);
+  return graph_.epoch();
+}
+
+Result CommTopology::setLinkState(topo::LinkId link, topo::LinkState state, double factor) const {
+  std::unique_lock lock(mu_);
+  if (link >= graph_.linkCount()) return fail(snclInvalidArgument, "no link {} in topology {}", link, graph_.name());
+  return graph_.setLinkState(link, state, factor);
+}
+
+std::string CommTopology::describe() const {
+  std::string where;
+  for (int r = 0; r < nranks() && r < 8; ++r)
+    where += fmt::format("{}{}->{}", r ? " " : "", r, graph_.vertexName(rankVertex_[r]));
+  if (nranks() > 8) where += " ...";
+  return fmt::format("{} ({}): {} endpoints, {} links; ranks {}", graph_.name(), fromFile_ ? "SNCL_TOPO_FILE" : "default",
+                     graph_.endpointCount(), graph_.linkCount(), where);
+}
+
+}  // namespace sncl

@@ -1,0 +1,129 @@
+// The transport interface: the narrow table of operations every transport implements
+// (shm, and later ofi and the emulated bus). A transport moves bytes between ranks and
+// reports per-peer errors; it knows nothing about collectives. The core never reaches
+// into a transport beyond this interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+
+namespace sncl {
+
+class Bootstrap;
+class CommTopology;
+
+// What every rank publishes about itself at init (gathered over the bootstrap).
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostId;     // equal for ranks on one (virtual) host: hash of hostname or SNCL_HOSTID
+  uint64_t bootId;     // hash of /proc/sys/kernel/random/boot_id: same machine, same kernel
+  char hostname[64];
+};
+
+struct TransportContext {
+  int rank = 0;
+  int nranks = 0;
+  uint64_t commId = 0;              // unique per communicator, equal on all its ranks
+  std::string commName;             // for log lines
+  const std::vector<PeerInfo>* peers = nullptr;  // indexed by rank
+  Bootstrap* bootstrap = nullptr;   // for address exchange during setup
+  int64_t timeoutMs = 60000;        // deadline for setup and for a stalled peer
+  const CommTopology* topology = nullptr;  // the comm's graph and rank placement (lib/topo/comm_topo.h)
+};
+
+// Receives deliver data through a sink so that the executor can reduce straight out of a
+// transport's staging memory instead of copying it first. Fragments arrive in order;
+// offsets and lengths are multiples of 64 bytes except at the message's end; data is
+// valid only during the call.
+struct RecvSink {
+  void (*deliver)(void* ctx, size_t offset, const void* data, size_t bytes) = nullptr;
+  void* ctx = nullptr;
+};
+
+using RequestId = uint32_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Collective over all ranks of the comm (each transport in the registry order):
+  // creates local resources, exchanges addresses over ctx.bootstrap, connects to
+  // `peers` (the ranks this transport will serve for this rank; may be empty).
+  virtual Result setup(const TransportContext& ctx, const std::vector<int>& peers) = 0;
+
+  // Asynchronous tagged messages. Messages between a pair are matched in posting order;
+  // a tag or size that differs from what the peer posted is an InvalidArgument error
+  // (counts that differ across ranks). Buffers stay owned by the caller until done.
+  // Posting never blocks and never allocates after setup.
+  virtual Result isend(int peer, uint64_t tag, const void* data, size_t bytes, RequestId* req) = 0;
+  virtual Result irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, RequestId* req) = 0;
+
+  // Advances outstanding work and reports whether req finished. A finished or failed
+  // request's id is released. Errors name the peer (RemoteError, Timeout, InvalidArgument).
+  virtual Result test(RequestId req, bool* done) = 0;
+
+  // Sleeps until a peer may have made progress for this rank, or maxMicros passed.
+  virtual void wait(int64_t maxMicros) = 0;
+
+  // Fails every outstanding request and wakes waiters; later calls fail. Never blocks.
+  virtual void abort() = 0;
+
+  // Bracket one call of the comm (a collective, or a group's sends and receives), on the
+  // thread that runs it. A transport that models time (bus) measures calls by them and
+  // counts them for fault triggers; the others ignore them.
+  virtual void callBegin() {}
+  virtual void callEnd() {}
+  // Before the planner chooses for the comm's collective number seq (0 = first). A
+  // transport that changes the comm's topology (bus: a link back up or degraded) applies
+  // here what takes effect from seq on, so that every rank plans it on the same graph.
+  virtual void beforePlan(uint64_t seq) { (void)seq; }
+
+  // Fault handling (docs/faults.md). faultPending: this transport saw a link go down or a
+  // rank die since its last reset; cheap, asked after every successful call, so that a
+  // rank that finished before its peers noticed still joins the recovery.
+  virtual bool faultPending() { return false; }
+  // What it saw: topology links down, ranks dead (appended; off the hot path).
+  virtual void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const {
+    (void)links, (void)deadRanks;
+  }
+  // A link the comm agreed lost that this rank's topology took back (up or degraded, from
+  // beforePlan) after it failed: the agreement leaves it as it is here, since ranks that
+  // had not reached that change yet take it when they do, and all end alike.
+  virtual bool linkBackUp(uint32_t link) const {
+    (void)link;
+    return false;
+  }
+  // After the comm agreed on a fault: abandon every request and every byte in flight, and
+  // take routes from the topology's current health, so that a re-run starts clean and can
+  // never match a message of the failed attempt. Collective over all ranks of the comm
+  // (after every rank stopped posting); may use the bootstrap.
+  virtual Result reset(uint32_t attempt, Deadline deadline) {
+    (void)attempt, (void)deadline;
+    return fail(snclInvalidUsage, "the {} transport cannot be reset for a retry", name());
+  }
+  // Rails: paths of its own that a transport routes around by a reset, apart from the
+  // topology's links (ofi: an endpoint per network interface). Bit i is rail i, numbered
+  // alike on every rank. railsUsable: those it had after setup or its last reset (0: it
+  // has no rails); railsLost: those it lost since (their requests failed). The agreement
+  // decides a rail lost while another remains like a link lost with another route (Retry),
+  // none remaining like a link without one (LinkLost); more than one rail turns SNCL_RETRY
+  // on by default.
+  virtual uint32_t railsUsable() const { return 0; }
+  virtual uint32_t railsLost() const { return 0; }
+};
+
+using TransportFactory = std::unique_ptr<Transport> (*)();
+
+// Built-in transports by name ("shm", later "ofi", "bus"); see transports/builtin.cc.
+std::unique_ptr<Transport> createTransport(const std::string& name);
+std::vector<std::string> transportNames();
+
+}  // namespace sncl
