@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/clock.h"
+#include "lib/net/bootstrap.h"
 #include "lib/transport/transport.h"
 #include "tests/util/launcher.h"
 #include "transports/shm/shm.h"

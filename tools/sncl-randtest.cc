@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "sncl/sncl_ext.h"
 #include "tools/randtest/case.h"
 #include "tools/randtest/session.h"
-#include "sncl/sncl_ext.h"
 
 using namespace randtest;
 

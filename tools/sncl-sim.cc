@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lib/exec/reduce.h"
 #include "lib/sim/faults.h"
 #include "lib/sim/workload.h"
-#include "lib/exec/reduce.h"
 #include "lib/topo/topo_file.h"
 #include "sncl/sncl_ext.h"
 

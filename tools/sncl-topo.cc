@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/plan/cost_model.h"
 #include "lib/base/env.h"
+#include "lib/plan/cost_model.h"
 #include "lib/plan/planner.h"
 #include "lib/topo/discovery.h"
 #include "lib/topo/draw.h"

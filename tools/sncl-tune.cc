@@ -28,9 +28,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/topo/comm_topo.h"
 #include "lib/plan/cost_model.h"
 #include "lib/plan/linear_fit.h"
+#include "lib/topo/comm_topo.h"
 #include "sncl/sncl.h"
 #include "sncl/sncl_ext.h"
 

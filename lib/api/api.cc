@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "lib/api/api_checks.h"
-#include "lib/net/bootstrap.h"
-#include "lib/comm/comm.h"
 #include "lib/base/env.h"
 #include "lib/base/error.h"
-#include "lib/comm/group.h"
 #include "lib/base/log.h"
-#include "lib/exec/reduce.h"
+#include "lib/comm/comm.h"
+#include "lib/comm/group.h"
 #include "lib/comm/stream.h"
+#include "lib/exec/reduce.h"
+#include "lib/net/bootstrap.h"
 #include "sncl/sncl.h"
 
 using sncl::fail;

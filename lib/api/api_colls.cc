@@ -7,8 +7,8 @@
 #include "lib/api/api_checks.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/group.h"
-#include "lib/exec/reduce.h"
 #include "lib/comm/stream.h"
+#include "lib/exec/reduce.h"
 #include "sncl/sncl.h"
 
 using sncl::fail;

@@ -4,9 +4,9 @@
 #include <mutex>
 
 #include "lib/api/api_checks.h"
-#include "lib/transport/bus_control.h"
 #include "lib/comm/comm.h"
 #include "lib/plan/planner.h"
+#include "lib/transport/bus_control.h"
 #include "sncl/sncl_ext.h"
 
 using sncl::fail;

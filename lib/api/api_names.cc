@@ -3,8 +3,8 @@
 #include <string>
 
 #include "lib/api/api_checks.h"
-#include "lib/exec/reduce.h"
 #include "lib/base/size_text.h"
+#include "lib/exec/reduce.h"
 #include "sncl/sncl_ext.h"
 #include "sncl_revision.h"  // generated at build time: SNCL_GIT_REVISION
 

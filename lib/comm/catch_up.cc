@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "lib/comm/comm.h"
 #include "lib/base/log.h"
+#include "lib/comm/comm.h"
 
 namespace sncl {
 

@@ -19,9 +19,9 @@
 
 #include "algorithms/schedule.h"
 #include "lib/base/error.h"
-#include "lib/exec/executor.h"
 #include "lib/comm/fault.h"
 #include "lib/comm/op.h"
+#include "lib/exec/executor.h"
 #include "lib/plan/planner.h"
 
 struct snclComm;

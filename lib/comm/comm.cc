@@ -8,13 +8,13 @@
 #include <fstream>
 #include <new>
 
-#include "lib/transport/bus_control.h"
-#include "lib/plan/default_topo.h"
 #include "lib/base/env.h"
-#include "lib/base/log.h"
 #include "lib/base/hash.h"
+#include "lib/base/log.h"
 #include "lib/comm/p2p_group.h"
 #include "lib/exec/reduce.h"
+#include "lib/plan/default_topo.h"
+#include "lib/transport/bus_control.h"
 
 namespace sncl {
 namespace {

@@ -9,11 +9,11 @@
 #include <mutex>
 #include <random>
 
+#include "lib/base/env.h"
+#include "lib/base/log.h"
 #include "lib/comm/catch_up.h"
 #include "lib/comm/comm.h"
-#include "lib/base/env.h"
 #include "lib/comm/fault_vote.h"
-#include "lib/base/log.h"
 
 namespace sncl {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <cstring>
 
+#include "lib/base/log.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/fault_vote.h"
-#include "lib/base/log.h"
 
 namespace sncl {
 namespace {

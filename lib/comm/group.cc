@@ -5,8 +5,8 @@
 #include <system_error>
 #include <vector>
 
-#include "lib/comm/comm.h"
 #include "lib/base/log.h"
+#include "lib/comm/comm.h"
 #include "lib/comm/stream.h"
 
 namespace sncl {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "lib/comm/catch_up.h"
 #include "lib/base/clock.h"
-#include "lib/comm/comm.h"
 #include "lib/base/log.h"
+#include "lib/comm/catch_up.h"
+#include "lib/comm/comm.h"
 
 namespace sncl {
 namespace {

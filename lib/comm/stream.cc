@@ -1,9 +1,9 @@
 #include "lib/comm/stream.h"
 
 #include "lib/base/clock.h"
+#include "lib/base/log.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/group.h"
-#include "lib/base/log.h"
 
 snclStream::snclStream() : ring_(kCapacity) { thread_ = std::thread([this] { serve(); }); }
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/exec/reduce.h"
 #include "lib/base/size_text.h"
+#include "lib/exec/reduce.h"
 
 namespace sncl::bench {
 void addInPlace(float* __restrict a, const float* __restrict b, size_t n);

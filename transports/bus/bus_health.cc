@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "lib/base/log.h"
-#include "transports/bus/pid_lock.h"
 #include "transports/bus/bus_transport.h"
+#include "transports/bus/pid_lock.h"
 
 namespace sncl::bus {
 namespace {

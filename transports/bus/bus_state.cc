@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/clock.h"
+#include "lib/net/bootstrap.h"
 #include "transports/shm/segment.h"
 
 namespace sncl::bus {

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/transport/bus_control.h"
 #include "lib/topo/comm_topo.h"
+#include "lib/transport/bus_control.h"
 #include "lib/transport/transport.h"
 #include "transports/bus/bus_state.h"
 #include "transports/bus/faults.h"

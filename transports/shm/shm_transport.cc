@@ -9,9 +9,9 @@
 #include <bit>
 #include <cstring>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/env.h"
 #include "lib/base/log.h"
+#include "lib/net/bootstrap.h"
 
 namespace sncl {
 
