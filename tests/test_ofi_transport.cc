@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/clock.h"
 #include "lib/base/error.h"
+#include "lib/net/bootstrap.h"
 #include "transports/ofi/ofi.h"
 #include "transports/ofi/ofi_fabric.h"
 
@@ -61,6 +62,7 @@ struct Rank {
   std::unique_ptr<Transport> transport;
   Result setupResult = snclInternalError;
   std::string setupError;
+  std::atomic<int>* finished = nullptr;  // ranks done with their exchange (shared by runRanks' threads)
 };
 
 // Runs nranks threads; each connects a bootstrap, sets up an ofi transport with options
@@ -71,12 +73,14 @@ void runRanks(int nranks, const OfiOptions& options, const std::function<void(Ra
   REQUIRE(bootstrapCreateRoot(&id) == snclSuccess);
   std::vector<Rank> ranks(nranks);
   std::vector<PeerInfo> infos(nranks);
+  std::atomic<int> finished{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       Rank& me = ranks[r];
       me.rank = r;
       me.nranks = nranks;
+      me.finished = &finished;
       std::unique_ptr<Bootstrap> bs;
       if (Bootstrap::connect(id, r, nranks, Deadline::afterMs(kDeadlineMs), &bs) != snclSuccess) {
         me.setupError = lastError();
@@ -146,9 +150,13 @@ Result waitAll(Transport& t, std::vector<RequestId>& reqs, int64_t timeoutMs = k
 
 // Every rank sends sizes.size() messages to every other rank at once and checks what it receives.
 int exchange(Rank& me, const std::vector<size_t>& sizes) {
+  auto giveUp = [&] {  // no rank waits for this one to finish
+    me.finished->fetch_add(1);
+    return 1;
+  };
   if (me.setupResult != snclSuccess) {
     fprintf(stderr, "rank %d: setup failed: %s\n", me.rank, me.setupError.c_str());
-    return 1;
+    return giveUp();
   }
   std::vector<std::vector<unsigned char>> out;
   std::vector<Collector> in(sizes.size() * me.nranks);
@@ -159,15 +167,25 @@ int exchange(Rank& me, const std::vector<size_t>& sizes) {
       Collector& c = in[p * sizes.size() + m];
       c.data.assign(sizes[m], 0);
       RequestId id;
-      if (me.transport->irecv(p, (m << 8) | 1, sizes[m], {Collector::deliver, &c}, &id) != snclSuccess) return 1;
+      if (me.transport->irecv(p, (m << 8) | 1, sizes[m], {Collector::deliver, &c}, &id) != snclSuccess) return giveUp();
       reqs.push_back(id);
       out.emplace_back(sizes[m]);
       for (size_t i = 0; i < sizes[m]; ++i) out.back()[i] = pattern(me.rank, m, i);
-      if (me.transport->isend(p, (m << 8) | 1, out.back().data(), sizes[m], &id) != snclSuccess) return 1;
+      if (me.transport->isend(p, (m << 8) | 1, out.back().data(), sizes[m], &id) != snclSuccess) return giveUp();
       reqs.push_back(id);
     }
   }
-  if (waitAll(*me.transport, reqs) != snclSuccess) {
+  const Result waited = waitAll(*me.transport, reqs);
+  // Keep driving the transport until every rank has all it waited for, as a comm's ranks
+  // do by going on to their next call. Under manual progress a sender's completion may need
+  // the receiver's: ofi_rxd acknowledges only inside the receiver's completion-queue reads,
+  // so when its last ack is lost (udp drops datagrams under load; rxd drops an ack it cannot
+  // post) the retransmission is answered only if the receiver reads again. A rank that
+  // stopped here once its own requests were done left a peer's last send pending for good.
+  me.finished->fetch_add(1);
+  const Deadline linger = Deadline::afterMs(kDeadlineMs);
+  while (me.finished->load() < me.nranks && !linger.expired()) me.transport->wait(1000);
+  if (waited != snclSuccess) {
     fprintf(stderr, "rank %d: %s\n", me.rank, lastError());
     return 1;
   }

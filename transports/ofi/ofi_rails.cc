@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/log.h"
+#include "lib/net/bootstrap.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace sncl::ofi {

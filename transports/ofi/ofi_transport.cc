@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "lib/net/bootstrap.h"
 #include "lib/base/env.h"
 #include "lib/base/log.h"
+#include "lib/net/bootstrap.h"
 #include "lib/net/socket.h"
 #include "transports/ofi/ofi_rails.h"
 

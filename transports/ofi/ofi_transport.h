@@ -44,6 +44,14 @@
 // fi_trywait) or, for providers without one, on an eventfd with a timeout; abort() writes
 // that eventfd.
 //
+// Under manual progress a send may complete only once its receiver calls in again:
+// ofi_rxd (reliability over udp, libfabric 1.17) acknowledges inside the receiver's CQ
+// reads and drops an ack it cannot post, and udp drops datagrams under load, so when a
+// message's last ack is lost the sender's retransmission is answered only by the
+// receiver's next read. A rank whose own requests are done must go on calling test() or
+// wait() (its next call of the comm does) while peers wait on sends to it; one that
+// stops for good leaves such a send pending until the sender's deadline.
+//
 // At setup the lower rank of each pair sends a zero-byte hello and the higher one answers
 // once it arrived (both post their receives at once), so that a connection is made once,
 // from one side, rather than by two simultaneous connects; each rank waits for its
