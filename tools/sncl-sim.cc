@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
     } else if (a == "--eager-bytes") {
       if (snclParseSize(v.c_str(), &eager) != snclSuccess) return usage(std::string("--eager-bytes: ") + snclGetLastError(nullptr));
     } else if (a == "--chunk") {
-      if (snclParseSize(v.c_str(), &chunk) != snclSuccess || chunk == 0) return usage("bad --chunk " + v);
+      if (snclParseSize(v.c_str(), &chunk) != snclSuccess) return usage(std::string("--chunk: ") + snclGetLastError(nullptr));
+      if (chunk == 0) return usage("--chunk must be at least 1 byte");
     } else if (a == "--ranks" || a == "--reps") {
       char* e = nullptr;
       long n = strtol(v.c_str(), &e, 10);
