@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -98,4 +99,43 @@ TEST_CASE("pre-multiplied sum ops are valid only on their comm and datatype", "[
   CHECK(snclAllReduce(buf, buf, 4, snclFloat32, static_cast<snclRedOp_t>(snclNumOps + 3), tc.comms[0], nullptr) ==
         snclInvalidArgument);
   CHECK_THAT(lastError(), Catch::Contains("unknown reduction op"));
+}
+
+TEST_CASE("bitwise and logical ops on a float type are refused, not computed", "[errors][redop]") {
+  ThreadComms tc(2);
+  const snclRedOp_t ops[] = {snclBand, snclBor, snclBxor, snclLand, snclLor, snclLxor};
+  const char* names[] = {"band", "bor", "bxor", "land", "lor", "lxor"};
+  const snclDataType_t floats[] = {snclFloat16, snclFloat32, snclFloat64, snclBfloat16, snclFloat8e4m3, snclFloat8e5m2};
+  const char* floatNames[] = {"float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  uint64_t buf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0};
+  for (size_t o = 0; o < std::size(ops); ++o) {
+    for (size_t t = 0; t < std::size(floats); ++t) {
+      const std::string want = std::string("reduction op ") + names[o] + " is not defined for " + floatNames[t];
+      INFO(want);
+      CHECK(snclAllReduce(buf, out, 4, floats[t], ops[o], tc.comms[0], nullptr) == snclInvalidArgument);
+      CHECK_THAT(lastError(), Catch::Contains(std::string("snclAllReduce: ") + want));
+      CHECK(snclReduce(buf, out, 4, floats[t], ops[o], 0, tc.comms[1], nullptr) == snclInvalidArgument);
+      CHECK_THAT(lastError(), Catch::Contains(std::string("snclReduce: ") + want));
+      CHECK(snclReduceScatter(buf, out, 2, floats[t], ops[o], tc.comms[0], nullptr) == snclInvalidArgument);
+      CHECK_THAT(lastError(), Catch::Contains(std::string("snclReduceScatter: ") + want));
+    }
+    // In a group the call fails the group: nothing runs.
+    CHECK(snclGroupStart() == snclSuccess);
+    CHECK(snclAllReduce(buf, out, 4, snclFloat32, ops[o], tc.comms[0], nullptr) == snclInvalidArgument);
+    CHECK(snclAllReduce(buf, out, 4, snclFloat32, ops[o], tc.comms[1], nullptr) == snclInvalidArgument);
+    CHECK(snclGroupEnd() == snclInvalidArgument);
+    CHECK(snclRedOpDestroy(ops[o], tc.comms[0]) == snclInvalidArgument);
+    CHECK_THAT(lastError(), Catch::Contains("built-in"));
+  }
+  for (uint64_t x : out) CHECK(x == 0);
+  // The integer types take them (tests/test_bitwise_ops.cc checks them at length).
+  uint32_t in[2][3] = {{0xf0f0f0f0u, 0, 7}, {0xff00ff00u, 5, 7}}, res[2][3] = {};
+  CHECK(snclGroupStart() == snclSuccess);
+  for (int r = 0; r < 2; ++r) CHECK(snclAllReduce(in[r], res[r], 3, snclUint32, snclBxor, tc.comms[r], nullptr) == snclSuccess);
+  CHECK(snclGroupEnd() == snclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(res[r][0] == 0x0ff00ff0u);
+    CHECK(res[r][1] == 5);
+    CHECK(res[r][2] == 0);
+  }
 }

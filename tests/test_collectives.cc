@@ -33,8 +33,7 @@ constexpr const char* kChunkBytes = "256";
 const snclRedOp_t kOps[] = {snclSum, snclProd, snclMax, snclMin, snclAvg, test::kPreMulSum};
 
 const char* opName(snclRedOp_t op) {
-  static const char* names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-  return names[op];
+  return op == test::kPreMulSum ? "premulsum" : redOpName(op);
 }
 
 // One rank's view of the matrix on one comm.

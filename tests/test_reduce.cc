@@ -2,7 +2,8 @@
 // rounding written from the format definitions), bit for bit, on every instruction set
 // this CPU supports: every type and op, counts around the vector widths, misaligned and
 // aliased buffers, all fp8 pairs, every 16-bit float against random and tie-making
-// partners, and the scale kernel behind avg.
+// partners, the scale kernel behind avg, and the integer types' bitwise and logical ops on
+// random lengths.
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -26,6 +27,8 @@ using namespace sncl;
 namespace {
 
 constexpr snclRedOp_t kOps[] = {snclSum, snclProd, snclMax, snclMin};
+// Integer types only; the float types have no kernel for them.
+constexpr snclRedOp_t kIntOps[] = {snclBand, snclBor, snclBxor, snclLand, snclLor, snclLxor};
 constexpr size_t kCounts[] = {0, 1, 7, 15, 16, 17, 31, 33, 63, 65, 255, 1000, 4099};
 
 std::vector<ReduceIsa> supportedIsas() {
@@ -114,6 +117,12 @@ uint64_t intRef(snclRedOp_t op, uint64_t x, uint64_t y) {
   T a = fromBits<T>(x), b = fromBits<T>(y);
   if (op == snclSum) return bitsOf(T(U(uint64_t(a) + uint64_t(b))));
   if (op == snclProd) return bitsOf(T(U(uint64_t(a) * uint64_t(b))));
+  if (op == snclBand) return bitsOf(T(a & b));
+  if (op == snclBor) return bitsOf(T(a | b));
+  if (op == snclBxor) return bitsOf(T(a ^ b));
+  if (op == snclLand) return bitsOf(T(a != 0 && b != 0));
+  if (op == snclLor) return bitsOf(T(a != 0 || b != 0));
+  if (op == snclLxor) return bitsOf(T((a != 0) != (b != 0)));
   return bitsOf(op == snclMax ? std::max(a, b) : std::min(a, b));
 }
 template <class T>
@@ -291,6 +300,13 @@ std::vector<uint64_t> expected(const TypeCase& tc, snclRedOp_t op, const std::ve
   return want;
 }
 
+// The ops that apply to type.
+std::vector<snclRedOp_t> opsOf(snclDataType_t type) {
+  std::vector<snclRedOp_t> ops(std::begin(kOps), std::end(kOps));
+  if (type <= snclUint64) ops.insert(ops.end(), std::begin(kIntOps), std::end(kIntOps));
+  return ops;
+}
+
 // Checks every op on every instruction set for these pairs (offset 0, dst separate).
 void checkAllOps(snclDataType_t type, const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
   for (snclRedOp_t op : kOps) {
@@ -343,7 +359,14 @@ TEST_CASE("data type and op metadata") {
   CHECK(dtypeSize(snclNumTypes) == 0);
   CHECK(std::string(redOpName(snclSum)) == "sum");
   CHECK(std::string(redOpName(snclAvg)) == "avg");
+  const char* intOpNames[] = {"band", "bor", "bxor", "land", "lor", "lxor"};
+  for (size_t k = 0; k < std::size(kIntOps); ++k) {
+    CHECK(std::string(redOpName(kIntOps[k])) == intOpNames[k]);
+    CHECK(redOpIntegerOnly(kIntOps[k]));
+  }
+  for (snclRedOp_t op : {snclSum, snclProd, snclMax, snclMin, snclAvg}) CHECK_FALSE(redOpIntegerOnly(op));
   CHECK(std::string(redOpName(snclNumOps)) == "invalid");
+  for (int t = 0; t < snclNumTypes; ++t) CHECK(dtypeInteger(snclDataType_t(t)) == (t <= snclUint64));
 }
 
 TEST_CASE("every type and op has a kernel on every supported instruction set") {
@@ -356,6 +379,7 @@ TEST_CASE("every type and op has a kernel on every supported instruction set") {
   for (ReduceIsa isa : supportedIsas()) {
     for (int t = 0; t < snclNumTypes; ++t) {
       for (snclRedOp_t op : kOps) CHECK(reduceKernel(snclDataType_t(t), op, isa) != nullptr);
+      for (snclRedOp_t op : kIntOps) CHECK((reduceKernel(snclDataType_t(t), op, isa) != nullptr) == (t <= snclUint64));
       CHECK(reduceKernel(snclDataType_t(t), snclAvg, isa) == nullptr);
       CHECK(scaleKernel(snclDataType_t(t), isa) != nullptr);
     }
@@ -370,7 +394,7 @@ TEST_CASE("kernels match the reference for every count, alignment and aliasing")
   for (const TypeCase& tc : kTypes) {
     for (size_t count : kCounts) {
       std::vector<uint64_t> a = randomValues(tc, rng, count), b = randomValues(tc, rng, count);
-      for (snclRedOp_t op : kOps) {
+      for (snclRedOp_t op : opsOf(tc.type)) {
         std::vector<uint64_t> want = expected(tc, op, a, b);
         for (ReduceIsa isa : supportedIsas()) {
           for (size_t offset = 0; offset < 4; ++offset) {
@@ -380,6 +404,43 @@ TEST_CASE("kernels match the reference for every count, alignment and aliasing")
               CHECK(checkReduce(reduceKernel(tc.type, op, isa), tc.type, a, b, want, offset, alias) == "");
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("bitwise and logical ops: every integer type, random values and lengths") {
+  // Lengths: zero, odd, prime and random; values: zeros (a third, so that the logical ops
+  // see every pairing), single bits anywhere (a nonzero test of the low byte alone fails
+  // them) and random bits.
+  std::mt19937_64 rng(4);
+  const size_t primes[] = {2, 3, 5, 11, 13, 61, 127, 257, 521, 1031, 4093, 8191};
+  for (int round = 0; round < 24; ++round) {
+    const size_t count = round == 0 ? 0 : round % 3 == 0 ? primes[rng() % std::size(primes)]
+                                        : round % 3 == 1 ? (rng() % 5000) | 1
+                                                         : rng() % 5000;
+    for (const TypeCase& tc : kTypes) {
+      if (tc.type > snclUint64) continue;
+      const size_t bits = 8 * dtypeSize(tc.type);
+      const uint64_t mask = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+      auto draw = [&] {
+        std::vector<uint64_t> v(count);
+        for (uint64_t& x : v) {
+          const uint64_t k = rng() % 3;
+          x = k == 0 ? 0 : k == 1 ? uint64_t(1) << (rng() % bits) : rng() & mask;
+        }
+        return v;
+      };
+      const std::vector<uint64_t> a = draw(), b = draw();
+      const size_t offset = rng() % 4;
+      const Alias alias = Alias(rng() % 3);
+      for (snclRedOp_t op : kIntOps) {
+        const std::vector<uint64_t> want = expected(tc, op, a, b);
+        for (ReduceIsa isa : supportedIsas()) {
+          INFO(dtypeName(tc.type) << " " << redOpName(op) << " " << reduceIsaName(isa) << " count " << count
+                                  << " offset " << offset << " alias " << int(alias));
+          CHECK(checkReduce(reduceKernel(tc.type, op, isa), tc.type, a, b, want, offset, alias) == "");
         }
       }
     }
@@ -478,6 +539,12 @@ TEST_CASE("semantics, by example") {
   // Integers wrap; avg truncates toward zero.
   CHECK(reduceOne(snclInt8, snclSum, 0x7f, 0x01) == 0x80);
   CHECK(reduceOne(snclInt64, snclProd, uint64_t(INT64_MIN), uint64_t(-1)) == uint64_t(INT64_MIN));
+  // Logical ops: any nonzero bit is true (not only the low byte's), results are 1 or 0.
+  CHECK(reduceOne(snclInt32, snclLand, 0x100, 0x80000000) == 1);
+  CHECK(reduceOne(snclUint64, snclLor, uint64_t(1) << 63, 0) == 1);
+  CHECK(reduceOne(snclInt8, snclLxor, 0x80, 0x01) == 0);
+  CHECK(reduceOne(snclUint8, snclLand, 0xff, 0) == 0);
+  CHECK(reduceOne(snclInt64, snclBxor, 0xf0f0, 0xff00) == 0x0ff0);
   CHECK(scaleOne(snclInt32, uint32_t(-7), 0, 2) == uint32_t(-3));
   CHECK(scaleOne(snclInt64, uint64_t(INT64_MIN), 0, -1) == uint64_t(INT64_MIN));
   CHECK(scaleOne(snclUint8, 255, 2.0, 0) == 254);

@@ -1,20 +1,48 @@
 #include "bindings/mpi/comm_cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <vector>
+
+#include "bindings/mpi/requests.h"
 
 namespace sncl_mpi {
 namespace {
 
 struct Entry {
   MPI_Comm mpi;
-  snclComm_t comm;  // nullptr: served by PMPI for good
+  snclComm_t comm;      // nullptr: served by PMPI for good, or released
+  snclStream_t stream;  // the stream of every served call on comm
+  long order;           // agreed at build: larger on every member than any comm built before
 };
 
 std::mutex mu;
 int keyval = MPI_KEYVAL_INVALID;
 std::vector<Entry*> live;  // for MPI_Finalize, which does not free every communicator
+long lastOrder = 0;        // the largest order of a comm this rank built
+
+enum Released { kAtFree, kAtFinalize, kByMpi };
+long built = 0;        // sncl comms
+long released[3] = {};  // by Released
+
+// Completes e's requests and destroys its sncl comm and stream. barrier: every member
+// calls this at the same point (MPI_Comm_free, MPI_Finalize), so they first wait for each
+// other: a rank that destroyed its comm closes connections a slower peer may still read.
+void release(Entry* e, bool barrier, Released how) {
+  if (!e->comm) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++released[how];
+  }
+  completeAllOn(e->stream);
+  snclStreamSynchronize(e->stream);  // errors were reported by the calls' own waits
+  if (barrier) PMPI_Barrier(e->mpi);
+  snclCommDestroy(e->comm);
+  snclStreamDestroy(e->stream);
+  e->comm = nullptr;
+  e->stream = nullptr;
+}
 
 int deleteEntry(MPI_Comm, int, void* value, void*) {
   auto* e = static_cast<Entry*>(value);
@@ -22,17 +50,21 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
     std::lock_guard<std::mutex> lock(mu);
     std::erase(live, e);
   }
-  if (e->comm) snclCommDestroy(e->comm);
+  release(e, false, kByMpi);  // released already unless MPI freed comm another way
   delete e;
   return MPI_SUCCESS;
 }
 
 // Collective over comm: rank 0 makes the id, PMPI_Bcast shares it, and an all-reduce of
-// the outcome makes every rank take the same path even when one rank's init failed.
-snclComm_t build(MPI_Comm comm) {
+// the outcome makes every rank take the same path even when one rank's init failed; the
+// same all-reduce agrees the comm's teardown order (the max over its members of
+// lastOrder + 1, a Lamport clock: two comms sharing a rank get different orders, in the
+// order that rank built them).
+Entry* build(MPI_Comm comm) {
+  auto* e = new Entry{comm, nullptr, nullptr, 0};
   int inter = 0, rank = 0, size = 0;
   PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return nullptr;  // the same answer on every rank: no agreement needed
+  if (inter) return e;  // the same answer on every rank: no agreement needed
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
   snclUniqueId id{};
@@ -42,40 +74,77 @@ snclComm_t build(MPI_Comm comm) {
   PMPI_Bcast(&ok, 1, MPI_INT, 0, comm);
   PMPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
   snclComm_t c = nullptr;
+  snclStream_t s = nullptr;
   if (ok && snclCommInitRank(&c, size, id, rank) != snclSuccess) {
     std::fprintf(stderr, "sncl_mpi: rank %d: sncl init failed (%s); this communicator uses MPI\n", rank,
                  snclGetLastError(nullptr));
     c = nullptr;
   }
-  int mine = c != nullptr, all = 0;
-  PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
-  if (!all && c) {
-    snclCommDestroy(c);
-    c = nullptr;
+  if (c && snclStreamCreate(&s) != snclSuccess) {
+    std::fprintf(stderr, "sncl_mpi: rank %d: no sncl stream (%s); this communicator uses MPI\n", rank,
+                 snclGetLastError(nullptr));
+    s = nullptr;
   }
-  return c;
-}
-
-}  // namespace
-
-snclComm_t commFor(MPI_Comm comm) {
+  long mine[2] = {c && s ? 0 : 1, 0}, all[2] = {0, 0};
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (keyval == MPI_KEYVAL_INVALID &&
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &keyval, nullptr) != MPI_SUCCESS)
-      return nullptr;
+    mine[1] = lastOrder + 1;
+  }
+  PMPI_Allreduce(mine, all, 2, MPI_LONG, MPI_MAX, comm);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    lastOrder = std::max(lastOrder, all[1]);
+  }
+  if (all[0]) {
+    if (s) snclStreamDestroy(s);
+    if (c) snclCommDestroy(c);
+    return e;
+  }
+  e->comm = c;
+  e->stream = s;
+  e->order = all[1];
+  std::lock_guard<std::mutex> lock(mu);
+  ++built;
+  return e;
+}
+
+Entry* find(MPI_Comm comm) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (keyval == MPI_KEYVAL_INVALID) return nullptr;
   }
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, keyval, &value, &found);
-  if (found) return static_cast<Entry*>(value)->comm;
-  auto* e = new Entry{comm, build(comm)};
+  return found ? static_cast<Entry*>(value) : nullptr;
+}
+
+}  // namespace
+
+bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s) {
   {
     std::lock_guard<std::mutex> lock(mu);
-    live.push_back(e);
+    if (keyval == MPI_KEYVAL_INVALID &&
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &keyval, nullptr) != MPI_SUCCESS)
+      return false;
   }
-  PMPI_Comm_set_attr(comm, keyval, e);
-  return e->comm;
+  Entry* e = find(comm);
+  if (!e) {
+    e = build(comm);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      live.push_back(e);
+    }
+    PMPI_Comm_set_attr(comm, keyval, e);
+  }
+  *c = e->comm;
+  *s = e->stream;
+  return e->comm != nullptr;
+}
+
+void releaseComm(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return;
+  if (Entry* e = find(comm)) release(e, true, kAtFree);
 }
 
 void destroyAll() {
@@ -84,10 +153,23 @@ void destroyAll() {
     std::lock_guard<std::mutex> lock(mu);
     todo = live;
   }
-  // Deleting the attribute runs deleteEntry, so MPI forgets it too.
-  for (Entry* e : todo) PMPI_Comm_delete_attr(e->mpi, keyval);
+  // Newest first on every rank: a rank waits in the barrier of a comm only after every
+  // newer comm it shares with its peers, which they release first too.
+  std::stable_sort(todo.begin(), todo.end(), [](const Entry* a, const Entry* b) { return a->order > b->order; });
+  for (Entry* e : todo) {
+    release(e, true, kAtFinalize);
+    PMPI_Comm_delete_attr(e->mpi, keyval);  // runs deleteEntry: MPI forgets it too
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+}
+
+void printCommCounts(int worldRank) {
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr,
+               "sncl_mpi: rank %d: sncl comms: %ld built, %ld released at MPI_Comm_free, %ld at MPI_Finalize, "
+               "%ld by MPI\n",
+               worldRank, built, released[kAtFree], released[kAtFinalize], released[kByMpi]);
 }
 
 }  // namespace sncl_mpi

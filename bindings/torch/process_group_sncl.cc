@@ -35,6 +35,7 @@ size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.
 char* ptr(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
 // The sncl dtype of a reduction, or false when sncl has none for it (int16, bool sums).
+// Bool is bytes of 0 or 1, which min, max and the bitwise ops keep 0 or 1.
 bool reduceType(at::ScalarType t, c10d::ReduceOp::RedOpType op, snclDataType_t* out) {
   switch (t) {
     case at::kFloat: *out = snclFloat32; return true;
@@ -45,9 +46,10 @@ bool reduceType(at::ScalarType t, c10d::ReduceOp::RedOpType op, snclDataType_t* 
     case at::kByte: *out = snclUint8; return true;
     case at::kInt: *out = snclInt32; return true;
     case at::kLong: *out = snclInt64; return true;
-    case at::kBool:  // as bytes, 0 or 1
+    case at::kBool:
       *out = snclUint8;
-      return op == c10d::ReduceOp::MIN || op == c10d::ReduceOp::MAX;
+      return op == c10d::ReduceOp::MIN || op == c10d::ReduceOp::MAX || op == c10d::ReduceOp::BAND ||
+             op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
     default: return false;
   }
 }
@@ -68,8 +70,8 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
 }
 
 // The sncl op, and for PREMUL_SUM the factor (one element of the tensors' dtype). local:
-// sncl lacks the op or dtype (bitwise ops, int16, bool sums), so the job all-gathers the
-// inputs and reduces them here, as gloo would: n times the traffic, same result.
+// sncl lacks the dtype (int16, bool sums), so the job all-gathers the inputs and reduces
+// them here, as gloo would: n times the traffic, same result.
 struct RedOp {
   snclRedOp_t op = snclSum;
   snclDataType_t type = snclFloat32;
@@ -83,15 +85,12 @@ RedOp redOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   r.kind = op.op_;
   const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR || op.op_ == c10d::ReduceOp::BXOR;
   const bool integral = at::isIntegralType(dtype, /*includeBool=*/true);
-  if (bitwise) {
-    TORCH_CHECK(integral, "sncl ", what, ": reduce op ", opName(op.op_), " takes integer or bool tensors, got ",
-                c10::toString(dtype));
-    r.local = true;
-    return r;
-  }
+  // Float tensors are refused, as gloo refuses them (sncl would too).
+  TORCH_CHECK(!bitwise || integral, "sncl ", what, ": reduce op ", opName(op.op_),
+              " takes integer or bool tensors, got ", c10::toString(dtype));
   if (!reduceType(dtype, op.op_, &r.type)) {
     const bool localOp = op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::PRODUCT ||
-                         op.op_ == c10d::ReduceOp::MIN || op.op_ == c10d::ReduceOp::MAX;
+                         op.op_ == c10d::ReduceOp::MIN || op.op_ == c10d::ReduceOp::MAX || bitwise;
     TORCH_CHECK(integral && localOp, "sncl ", what, ": dtype ", c10::toString(dtype), " is not supported for reduce op ",
                 opName(op.op_), " (sncl reduces float32, float64, float16, bfloat16, int8, uint8, int32, int64; "
                 "int16 and bool with SUM, PRODUCT, MIN, MAX and the bitwise ops)");
@@ -104,6 +103,9 @@ RedOp redOp(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
     case c10d::ReduceOp::PRODUCT: r.op = snclProd; break;
     case c10d::ReduceOp::MIN: r.op = snclMin; break;
     case c10d::ReduceOp::MAX: r.op = snclMax; break;
+    case c10d::ReduceOp::BAND: r.op = snclBand; break;
+    case c10d::ReduceOp::BOR: r.op = snclBor; break;
+    case c10d::ReduceOp::BXOR: r.op = snclBxor; break;
     case c10d::ReduceOp::PREMUL_SUM: {
       // Only PREMUL_SUM carries a supplement, and it is always this type.
       auto* s = static_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());

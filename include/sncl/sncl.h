@@ -50,7 +50,16 @@ typedef enum {
   snclMax = 2,
   snclMin = 3,
   snclAvg = 4,
-  snclNumOps = 5,
+  /* sncl extensions (NCCL has none; MPI and torch need them): integer types only, any
+     float type is refused with snclInvalidArgument. Logical ops give 1 or 0 (nonzero is
+     true), except on a comm of one rank, where the result is the input. */
+  snclBand = 5,
+  snclBor = 6,
+  snclBxor = 7,
+  snclLand = 8,
+  snclLor = 9,
+  snclLxor = 10,
+  snclNumOps = 11,
   snclMaxRedOp = 0x7fffffff
 } snclRedOp_t;
 

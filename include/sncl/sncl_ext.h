@@ -60,7 +60,8 @@ typedef struct {
 snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out);
 
 /* The plan this comm's planner chooses now for a collective ("allreduce", "allgather",
- * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter") of bytes (the
+ * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "scan",
+ * "exscan"; not the v-forms, which a size does not describe) of bytes (the
  * nccl-tests size): a NUL-terminated description such as "hier[node](ring/hd)"
  * in plan (truncated to planLen), and the planner's estimate in microseconds (may be NULL).
  * Fills the plan cache as a call of that size would; the same answer on every rank. */
@@ -83,6 +84,107 @@ const char* snclDataTypeName(snclDataType_t type);
 /* The library's version and the source revision it was built from, e.g.
  * "0.1.0 (git 600054a)"; "(git unknown)" when built outside a git checkout. */
 const char* snclGetBuildVersion(void);
+
+/* Events: a mark in a stream's queue. snclEventRecord marks everything queued on stream so
+ * far; the event is then done when those calls have finished. An event never recorded is
+ * done. Re-recording moves the mark. The stream must outlive the calls on the event (after
+ * snclStreamDestroy they fail with snclInvalidUsage). */
+typedef struct snclEvent* snclEvent_t;
+snclResult_t snclEventCreate(snclEvent_t* event);
+snclResult_t snclEventDestroy(snclEvent_t event);
+/* Marks everything queued on stream so far (stream must not be NULL). */
+snclResult_t snclEventRecord(snclEvent_t event, snclStream_t stream);
+/* snclSuccess once the marked calls are done, snclInProgress before, or the first error of
+ * a call it covers (as soon as that call failed; the error stays with the stream). */
+snclResult_t snclEventQuery(snclEvent_t event);
+/* Waits until the marked calls are done; returns as snclEventQuery. Bounded as
+ * snclStreamSynchronize is: by the deadlines of the comms of the queued calls. */
+snclResult_t snclEventSynchronize(snclEvent_t event);
+
+/* Observation of a comm (docs/observability.md). SNCL_TRACE=<path> writes a Chrome trace
+ * of each rank's calls, steps and fault rounds; the two calls below are the live view. */
+
+/* One call as a profiler sees it. A group's sends and receives on a comm run as one call
+ * named "sendrecv". Pointers are valid only during the callback. */
+typedef struct {
+  const char* name;        /* "allreduce", "broadcast", ..., "sendrecv" */
+  uint64_t seq;            /* the comm's collective number from 0, equal on every rank; a
+                              "sendrecv" carries the number of the next collective */
+  size_t count;            /* elements as passed; "sendrecv": its sends plus receives */
+  snclDataType_t datatype; /* "sendrecv": snclUint8 */
+  snclRedOp_t op;          /* reductions (a pre-multiplied sum is snclSum); others snclSum */
+  int root;                /* rooted collectives; -1 otherwise */
+  size_t bytes;            /* count times the element size; "sendrecv": all bytes sent and received */
+  const char* plan;        /* the planner's choice, e.g. "ring", "hier[node](ring/hd)"; "p2p"
+                              for "sendrecv"; NULL in a call that failed before it was planned */
+} snclProfilerCall_t;
+
+/* Callbacks run on the thread that runs the call: the caller's for the NULL stream, the
+ * stream's thread otherwise, or a comm's group worker when one thread drives several comms
+ * in a group. callBegin comes once the plan is chosen, callEnd when the call returns; each
+ * call gets both, in order. They run while the comm is locked: they must not make calls on
+ * that comm (snclCommGetStatus excepted) and should return quickly. Either may be NULL. */
+typedef struct {
+  void* user;
+  void (*callBegin)(void* user, snclComm_t comm, const snclProfilerCall_t* call);
+  void (*callEnd)(void* user, snclComm_t comm, const snclProfilerCall_t* call, snclResult_t result);
+} snclProfiler_v1_t;
+
+/* Copies *profiler into the comm (NULL removes it); waits for a running call to end. */
+snclResult_t snclCommSetProfiler(snclComm_t comm, const snclProfiler_v1_t* profiler);
+
+/* What a comm is doing, for a call that seems to hang. */
+typedef struct {
+  uint64_t callsStarted;   /* calls run on this comm (a "sendrecv" group counts once) */
+  uint64_t callsFinished;
+  int inCall;              /* 1 while a call runs: the fields below describe it */
+  char callName[32];       /* the running or last call ("" before the first) */
+  uint64_t seq;            /* its seq, as in snclProfilerCall_t */
+  uint32_t step;           /* the executor step it waits in (from 0) ... */
+  uint32_t steps;          /* ... of the steps of its schedule (a re-run after a fault too) */
+  double elapsedUs;        /* how long it has run; for the last call, how long it took (to
+                              the tick of CLOCK_MONOTONIC_COARSE, a few ms) */
+  snclResult_t lastResult; /* of the last finished call */
+  char lastError[256];     /* message of the last failed call, truncated; "" if none failed */
+  uint64_t faultRounds;    /* recovery rounds this rank took part in */
+  uint32_t linksDown;      /* links agreed lost */
+  uint32_t ranksLost;      /* ranks agreed lost */
+} snclCommStatus_t;
+
+/* Callable from any thread at any time, also while a call runs on comm: takes no lock
+ * that a call holds. The fields describe one call consistently. */
+snclResult_t snclCommGetStatus(snclComm_t comm, snclCommStatus_t* out);
+
+/* Variable-count collectives (MPI's v-forms). Counts and displacements are in elements of
+ * datatype, indexed by rank; the arrays are read during the call (a call queued on a stream
+ * keeps its own copy). In place as MPI_IN_PLACE maps: AllGatherV with sendbuff ==
+ * recvbuff + displs[rank] elements, GatherV at root likewise, ScatterV at root with recvbuff
+ * == sendbuff + displs[root] elements, AlltoAllV with sendbuff == recvbuff and equal send and
+ * receive counts and displacements. Arrays a rank does not use (GatherV's and ScatterV's off
+ * the root) may be NULL, and so may recvbuff off GatherV's root and sendbuff off ScatterV's.
+ * Every pair of ranks that the pattern connects exchanges a message, also of zero elements,
+ * so counts that disagree across ranks fail the call (snclInvalidArgument) instead of
+ * leaving a rank waiting for a message that never comes. */
+snclResult_t snclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                            const size_t* displs, snclDataType_t datatype, snclComm_t comm, snclStream_t stream);
+snclResult_t snclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                           const size_t* recvcounts, const size_t* rdispls, snclDataType_t datatype, snclComm_t comm,
+                           snclStream_t stream);
+snclResult_t snclGatherV(const void* sendbuff, size_t sendcount, void* recvbuff, const size_t* recvcounts,
+                         const size_t* displs, snclDataType_t datatype, int root, snclComm_t comm, snclStream_t stream);
+snclResult_t snclScatterV(const void* sendbuff, const size_t* sendcounts, const size_t* displs, void* recvbuff,
+                          size_t recvcount, snclDataType_t datatype, int root, snclComm_t comm, snclStream_t stream);
+/* sendbuff holds sum(recvcounts) elements, rank r's block at the prefix sum of recvcounts[0..r).
+ * In place: sendbuff == recvbuff, which holds the whole input and gets the result at its start. */
+snclResult_t snclReduceScatterV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                snclDataType_t datatype, snclRedOp_t op, snclComm_t comm, snclStream_t stream);
+/* Inclusive and exclusive prefix reductions over ranks (MPI_Scan, MPI_Exscan); Exscan leaves
+ * rank 0's recvbuff unchanged (it may be NULL there). In place: sendbuff == recvbuff. snclAvg
+ * is refused (a prefix has no one divisor). */
+snclResult_t snclScan(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t datatype, snclRedOp_t op,
+                      snclComm_t comm, snclStream_t stream);
+snclResult_t snclExscan(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t datatype, snclRedOp_t op,
+                        snclComm_t comm, snclStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,12 @@ void freeComm(snclComm* comm, int64_t waitMs) {
     sncl::log::warn("comm {} rank {}: stream work did not drain in {} ms; leaking it", comm->name, comm->rank, waitMs);
     return;
   }
+  {
+    // SNCL_TRACE's file, unless finalize wrote it; a call still running on another thread
+    // (aborted meanwhile) ends first. A failure is logged: the comm goes all the same.
+    std::lock_guard<std::mutex> lock(comm->runMutex);
+    (void)sncl::traceWrite(comm);
+  }
   delete comm;
 }
 
@@ -327,6 +333,10 @@ SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {
     SNCL_CHECK(sncl::commRun(comm, op));
   }
   comm->finalized.store(true);
+  {
+    std::lock_guard<std::mutex> lock(comm->runMutex);
+    (void)sncl::traceWrite(comm);  // a failure is logged; the trace is not the comm's result
+  }
   return comm->asyncError.load();
 }
 

@@ -86,7 +86,7 @@ SNCL_API snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collectiv
   sncl::CollType coll;
   if (!sncl::parseCollName(collective, &coll))
     return fail(snclInvalidArgument, "snclCommExplainPlan: unknown collective \"{}\" (allreduce, allgather, "
-                "reducescatter, broadcast, reduce, alltoall, gather or scatter)", collective);
+                "reducescatter, broadcast, reduce, alltoall, gather, scatter, scan or exscan)", collective);
   std::lock_guard<std::mutex> lock(comm->runMutex);  // the planner's cache belongs to the running call
   const size_t planBytes = sncl::planBytesOfSize(coll, bytes, comm->nranks);
   const sncl::Plan& chosen = comm->planner->choose(coll, planBytes);

@@ -15,6 +15,7 @@ void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShap
   rec.op = op;
   rec.plan = plan;
   rec.shape = shape;
+  rec.shape.layout = rec.op.layout.empty() ? nullptr : rec.op.layout.data();  // the caller's copy goes away
   rec.args = args;
   // What the schedule reads: a pre-multiplied sum's scaled copy, an in-place input before
   // the call overwrites it.

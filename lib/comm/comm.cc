@@ -181,6 +181,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   SNCL_CHECK(setupPlanner(comm));
   faultInit(comm);
+  observeInit(comm);
   return snclSuccess;
 }
 
@@ -272,7 +273,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
 
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
-Result runCollective(snclComm* comm, const CollOp& op) {
+Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   const size_t elemSize = dtypeSize(op.dtype);
   ExecArgs args;
   args.input = op.input;
@@ -294,10 +295,12 @@ Result runCollective(snclComm* comm, const CollOp& op) {
     pinned.coll = op.coll;
   }
   const Plan& plan = pin ? pinned : comm->planner->choose(op.coll, op.count * elemSize);
+  observer->planned(plan);
   const CollShape shape{op.count, elemSize, hasRoot(op.coll) ? op.root : 0,
-                        op.coll == CollType::AlltoAll && op.input == op.output};
+                        shapedByInPlace(op.coll) && op.input == op.output, op.layout.empty() ? nullptr : op.layout.data()};
   auto& key = comm->scheduleKey;
-  if (key.coll != op.coll || key.algorithm != plan.algorithm || key.variant != plan.variant() || key.count != shape.count ||
+  // The v-forms' schedules follow their arrays, which the key does not hold: built each call.
+  if (hasLayout(op.coll) || key.coll != op.coll || key.algorithm != plan.algorithm || key.variant != plan.variant() || key.count != shape.count ||
       key.elemSize != elemSize || key.chunkBytes != plan.chunkBytes || key.root != shape.root ||
       key.inPlace != shape.inPlace) {
     comm->planner->build(plan, shape, &comm->schedule);
@@ -357,10 +360,19 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
   // there is a failed call, not an exception through the C API.
   try {
     for (size_t i = 0; i < n && r == snclSuccess; ++i) {
-      if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
-      else r = runCollective(comm, tasks[i].op);
+      if (isPointToPoint(tasks[i].op.coll)) {
+        pointToPoint = true;
+      } else {
+        CallObserver observer(comm, tasks[i]);
+        r = runCollective(comm, tasks[i].op, &observer);
+        observer.end(r);
+      }
     }
-    if (r == snclSuccess && pointToPoint) r = runPointToPoint(comm, tasks, n);
+    if (r == snclSuccess && pointToPoint) {
+      CallObserver observer(comm, tasks, n);
+      r = runPointToPoint(comm, tasks, n);
+      observer.end(r);
+    }
   } catch (const std::bad_alloc&) {
     comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
     r = fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);

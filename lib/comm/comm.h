@@ -16,6 +16,7 @@
 #include "lib/comm/catch_up.h"
 #include "lib/comm/fault.h"
 #include "lib/comm/group.h"
+#include "lib/comm/observe.h"
 #include "lib/comm/op.h"
 #include "lib/comm/p2p_group.h"
 #include "lib/comm/redop.h"
@@ -76,6 +77,7 @@ struct snclComm {
   std::atomic<int> inflight{0};  // queued or running stream work
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/comm/fault.h)
   sncl::CallHistory history;     // the last calls, for ranks still in them after a fault (lib/comm/catch_up.h)
+  sncl::Observation obs;         // status, profiler hook, trace (lib/comm/observe.h)
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -11,6 +11,7 @@
 
 #include "lib/base/env.h"
 #include "lib/base/log.h"
+#include "lib/base/trace.h"
 #include "lib/comm/catch_up.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/fault_vote.h"
@@ -504,6 +505,8 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   FaultState& f = comm->fault;
   const uint32_t round = f.round++;
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
+  const int64_t startNs = trace::nowNs();  // of the round's trace event
+  const bool pulledIn = f.pulledBy >= 0;
   ++f.stats.rounds;
   if (f.pulledBy >= 0) ++f.stats.pulledIn;
   else ++f.stats.detected;
@@ -572,6 +575,7 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   else
     log::info(log::Subsys::Fault, "comm {} rank {}: fault round {} decided{}: {}", comm->name, comm->rank, round,
               coordinates ? " (this rank coordinated)" : "", out->message);
+  observeRound(comm, seq, startNs, round, *out, coordinates, pulledIn);
   return snclSuccess;
 }
 

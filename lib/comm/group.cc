@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/base/log.h"
+#include "lib/base/trace.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/stream.h"
 
@@ -54,6 +55,7 @@ Result GroupWorker::finish(const GroupTask* tasks, std::string* message) {
 }
 
 void GroupWorker::serve() {
+  trace::setThreadRole(trace::Role::GroupWorker);  // names its track in a trace
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return running_ || stopping_; });

@@ -13,8 +13,10 @@ namespace {
 
 constexpr uint32_t kIndexSpan = 65536;
 // Tags 1..kTags: snclNumOps + kTags * 65536 + 65535 still fits in a positive int, and tag
-// 0 never occurs, so small made-up values (snclNumOps..65540) are always unknown.
+// 0 never occurs, so small made-up values (snclNumOps..snclNumOps + 65535) are always
+// unknown.
 constexpr uint32_t kTags = 32765;
+static_assert(int64_t{snclNumOps} + int64_t{kTags} * kIndexSpan + (kIndexSpan - 1) <= INT32_MAX);
 
 struct Decoded {
   uint32_t tag;
@@ -105,6 +107,12 @@ Result redOpDestroy(snclComm* comm, snclRedOp_t op) {
 
 Result resolveRedOp(snclComm* comm, snclRedOp_t op, snclDataType_t dtype, const char* fn, CollOp* out) {
   if (static_cast<int>(op) >= 0 && op < snclNumOps) {
+    // Refused here, at the call, rather than reduced bit by bit into a meaningless float.
+    if (redOpIntegerOnly(op) && !dtypeInteger(dtype))
+      return fail(snclInvalidArgument,
+                  "{}: reduction op {} is not defined for {}: the bitwise and logical ops take integer types "
+                  "only (int8, uint8, int32, uint32, int64, uint64)",
+                  fn, redOpName(op), dtypeName(dtype));
     out->op = op;
     return snclSuccess;
   }

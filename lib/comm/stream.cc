@@ -1,11 +1,19 @@
 #include "lib/comm/stream.h"
 
+#include <atomic>
+
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/group.h"
 
-snclStream::snclStream() : ring_(kCapacity) { thread_ = std::thread([this] { serve(); }); }
+namespace {
+std::atomic<uint64_t> nextStreamUid{1};
+}  // namespace
+
+snclStream::snclStream() : ring_(kCapacity), uid_(nextStreamUid.fetch_add(1)) {
+  thread_ = std::thread([this] { serve(); });
+}
 
 snclStream::~snclStream() {
   {
@@ -23,6 +31,7 @@ sncl::Result snclStream::enqueue(const sncl::GroupTask* tasks, size_t n, int64_t
     return sncl::fail(snclTimeout, "stream queue stayed full ({} calls) for {} ms", kCapacity, timeoutMs);
   ring_[(head_ + size_) % kCapacity].assign(tasks, tasks + n);
   ++size_;
+  ++queued_;
   for (size_t i = 0; i < n; ++i) tasks[i].comm->inflight.fetch_add(1);
   lock.unlock();
   workReady_.notify_one();
@@ -42,10 +51,16 @@ void snclStream::serve() {
     std::string msg = r == snclSuccess ? std::string() : sncl::lastError();
     for (const sncl::GroupTask& task : item) task.comm->inflight.fetch_sub(1);
     lock.lock();
+    if (r != snclSuccess && firstFailure_ == snclSuccess) {
+      firstFailed_ = finished_;
+      firstFailure_ = r;
+      firstFailureMsg_ = msg;
+    }
     if (r != snclSuccess && error_ == snclSuccess) {
       error_ = r;
       errorMsg_ = std::move(msg);
     }
+    ++finished_;
     head_ = (head_ + 1) % kCapacity;
     --size_;
     workDone_.notify_all();
@@ -70,4 +85,28 @@ sncl::Result snclStream::query() {
   std::lock_guard<std::mutex> lock(mu_);
   if (size_ > 0) return snclInProgress;
   return error_;
+}
+
+uint64_t snclStream::ticket() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_;
+}
+
+sncl::Result snclStream::eventResultLocked(uint64_t ticket) {
+  if (firstFailed_ < ticket) {
+    sncl::ExpectedErrors quiet;  // logged when the call failed; polling must not repeat it
+    return sncl::recordError(firstFailure_, firstFailureMsg_);
+  }
+  return finished_ >= ticket ? snclSuccess : snclInProgress;
+}
+
+sncl::Result snclStream::eventQuery(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return eventResultLocked(ticket);
+}
+
+sncl::Result snclStream::eventWait(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  workDone_.wait(lock, [&] { return finished_ >= ticket || firstFailed_ < ticket; });
+  return eventResultLocked(ticket);
 }

@@ -22,6 +22,8 @@ char* bufferOf(algo::Buf b, const ExecArgs& a) {
 // because 8 ranks share 2 cores and a spinning rank steals its peer's time slice.
 constexpr int kSpinPolls = 64;
 constexpr int64_t kSleepMicros = 200;
+// Sequence numbers from here up are not a collective's (point-to-point tags carry 2^32-1).
+constexpr uint64_t kNoCallSeq = 0xffffffffu;
 
 }  // namespace
 
@@ -77,7 +79,10 @@ Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, 
 Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
   interrupted_ = false;
   failedPeer_ = -1;
+  steps_.store(static_cast<uint32_t>(schedule.numSteps()), std::memory_order_relaxed);
+  int64_t startNs = trace_ ? trace::nowNs() : 0;  // a step starts when the one before ended
   for (size_t step = 0; step < schedule.numSteps(); ++step) {
+    step_.store(static_cast<uint32_t>(step), std::memory_order_relaxed);
     const uint32_t begin = schedule.stepBegin(step), end = schedule.stepEnd[step];
     pending_.clear();
     sinks_.resize(std::max<size_t>(sinks_.size(), end - begin));
@@ -86,8 +91,50 @@ Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
       if (r != snclSuccess) return r;
     }
     SNCL_CHECK(waitAll(step, args.opDone));
+    if (trace_) startNs = recordStep(schedule, step, args.seq, args.elemSize, startNs);
   }
   return snclSuccess;
+}
+
+// One event per step with its operations summed up: an event per operation would cost
+// as much as the small steps it describes. A peer is -2 when the step has several.
+int64_t Executor::recordStep(const algo::Schedule& schedule, size_t step, uint64_t seq, size_t elemSize, int64_t startNs) {
+  const int64_t endNs = trace::nowNs();
+  trace::Event e{};
+  e.kind = static_cast<uint8_t>(trace::Kind::Step);
+  e.role = static_cast<uint8_t>(trace::threadRole());
+  e.tid = trace::threadId();
+  e.startNs = startNs;
+  e.durNs = endNs - startNs;
+  // A collective's own number (a replay after a fault runs an older call's), else the call's.
+  e.seq = seq < kNoCallSeq ? seq : trace_->callSeq();
+  e.i[0] = static_cast<int32_t>(step);
+  e.i[1] = static_cast<int32_t>(schedule.numSteps());
+  e.i[2] = e.i[3] = -1;
+  uint64_t counts[4] = {};  // sends, receives, reductions, copies
+  for (uint32_t k = schedule.stepBegin(step); k < schedule.stepEnd[step]; ++k) {
+    const algo::Op& op = schedule.ops[k];
+    const uint64_t bytes = op.count * elemSize;
+    switch (op.kind) {
+      case algo::OpKind::Send:
+        ++counts[0];
+        e.u[0] += bytes;
+        e.i[2] = e.i[2] == -1 || e.i[2] == op.peer ? op.peer : -2;
+        break;
+      case algo::OpKind::Recv:
+      case algo::OpKind::RecvReduce:
+        ++counts[1];
+        if (op.kind == algo::OpKind::RecvReduce) ++counts[2];  // a receive and a reduction
+        e.u[1] += bytes;
+        e.i[3] = e.i[3] == -1 || e.i[3] == op.peer ? op.peer : -2;
+        break;
+      case algo::OpKind::Reduce: ++counts[2]; break;
+      default: ++counts[3]; break;
+    }
+  }
+  for (int k = 0; k < 4; ++k) e.u[2] |= std::min<uint64_t>(counts[k], 0xffff) << (48 - 16 * k);
+  trace_->push(e);
+  return endNs;
 }
 
 Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {

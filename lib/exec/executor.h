@@ -3,11 +3,13 @@
 // staging memory, and waits (spin, then sleep) until the step is done.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
 #include "algorithms/schedule.h"
 #include "lib/base/error.h"
+#include "lib/base/trace.h"
 #include "lib/exec/reduce.h"
 #include "lib/transport/transport.h"
 
@@ -44,6 +46,18 @@ class Executor {
   uint64_t stalls() const { return stalls_; }
   // The peer of the request that failed the last run (-1: none).
   int failedPeer() const { return failedPeer_; }
+  // Records each step as an event (SNCL_TRACE); nullptr: none.
+  void setTrace(trace::Buffer* buffer) { trace_ = buffer; }
+  // The step running (or last run) and the steps of its schedule; any thread may ask
+  // while a run goes on (snclCommGetStatus).
+  void resetProgress() {  // a new call: no schedule yet
+    steps_.store(0, std::memory_order_relaxed);
+    step_.store(0, std::memory_order_relaxed);
+  }
+  void progress(uint32_t* step, uint32_t* steps) const {
+    *steps = steps_.load(std::memory_order_relaxed);
+    *step = step_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Pending {
@@ -64,6 +78,8 @@ class Executor {
 
   Result post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink);
   Result waitAll(size_t stepIndex, uint8_t* opDone);
+  // Returns the step's end, the next step's start.
+  int64_t recordStep(const algo::Schedule& schedule, size_t step, uint64_t seq, size_t elemSize, int64_t startNs);
 
   int rank_;
   std::vector<Transport*> transportOfPeer_;
@@ -75,6 +91,9 @@ class Executor {
   bool interrupted_ = false;
   int failedPeer_ = -1;
   uint64_t stalls_ = 0;
+  trace::Buffer* trace_ = nullptr;
+  std::atomic<uint32_t> step_{0};
+  std::atomic<uint32_t> steps_{0};
 };
 
 }  // namespace sncl

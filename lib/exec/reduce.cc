@@ -40,6 +40,7 @@ struct IntLanes {
     // small unsigned operands to (signed) int.
     using U = std::make_unsigned_t<T>;
     using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;
+    if constexpr (isBitwise(Op)) return bitwiseCombine<Op, T>(a, b);
     if constexpr (Op == snclSum) return T(U(Wide(U(a)) + Wide(U(b))));
     if constexpr (Op == snclProd) return T(U(Wide(U(a)) * Wide(U(b))));
     if constexpr (Op == snclMax) return a > b ? a : b;
@@ -107,7 +108,8 @@ constexpr TypeInfo kTypes[snclNumTypes] = {
     {1, "int8"},    {1, "uint8"},   {4, "int32"},    {4, "uint32"},
     {8, "int64"},   {8, "uint64"},  {2, "float16"},  {4, "float32"},
     {8, "float64"}, {2, "bfloat16"}, {1, "float8e4m3"}, {1, "float8e5m2"}};
-constexpr const char* kOpNames[snclNumOps] = {"sum", "prod", "max", "min", "avg"};
+constexpr const char* kOpNames[snclNumOps] = {"sum", "prod", "max", "min", "avg", "band",
+                                               "bor", "bxor", "land", "lor",  "lxor"};
 constexpr ReduceIsa kIsas[] = {ReduceIsa::Portable, ReduceIsa::Avx2, ReduceIsa::Avx512};
 
 const reduce_impl::KernelTable& kernelsOf(ReduceIsa isa) {
@@ -149,7 +151,8 @@ const Choice& choice() {
   return c;
 }
 
-bool opValid(snclRedOp_t op) { return op >= snclSum && op <= snclMin; }
+// Avg, and the bitwise and logical ops of float types, have empty slots in the tables.
+bool opValid(snclRedOp_t op) { return op >= snclSum && op < snclNumOps; }
 
 }  // namespace
 
@@ -157,6 +160,8 @@ size_t dtypeSize(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].s
 const char* dtypeName(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].name : "invalid"; }
 const char* redOpName(snclRedOp_t op) { return op >= 0 && op < snclNumOps ? kOpNames[op] : "invalid"; }
 bool dtypeValid(int type) { return type >= 0 && type < snclNumTypes; }
+bool dtypeInteger(snclDataType_t type) { return type >= snclInt8 && type <= snclUint64; }
+bool redOpIntegerOnly(snclRedOp_t op) { return reduce_impl::isBitwise(op); }
 
 bool dtypeFromName(std::string_view name, snclDataType_t* type) {
   struct Alias {

@@ -8,6 +8,8 @@
 //   bfloat16 and float8e5m2, and saturates to +-448 for float8e4m3 (which has no inf;
 //   NCCL's fp8 conversions saturate too). A NaN result of those narrow types is the
 //   canonical 0x7fff / 0x7f; float32/float64 NaNs keep whatever payload the hardware gives.
+// - band/bor/bxor/land/lor/lxor exist for the integer types only; the logical ops give 1
+//   or 0 (nonzero is true), as MPI's.
 // - max/min ignore a NaN operand (IEEE 754-2019 maximumNumber/minimumNumber, as NCCL's
 //   fmaxf/__hmax), give NaN only when both are NaN, and order -0 below +0, so they are
 //   commutative.
@@ -33,9 +35,13 @@ const char* dtypeName(snclDataType_t type);
 bool dtypeFromName(std::string_view name, snclDataType_t* type);
 const char* redOpName(snclRedOp_t op);
 bool dtypeValid(int type);
+bool dtypeInteger(snclDataType_t type);
+// Band, bor, bxor, land, lor, lxor: defined on the integer types only.
+bool redOpIntegerOnly(snclRedOp_t op);
 
-// Kernel for a base op (sum, prod, max, min); nullptr when the pair is not supported.
-// Avg is reduced as sum, then scaled by scaleKernel.
+// Kernel for a base op (sum, prod, max, min; on integers also the bitwise and logical
+// ops); nullptr when the pair is not supported. Avg is reduced as sum, then scaled by
+// scaleKernel.
 ReduceFn reduceKernel(snclDataType_t type, snclRedOp_t op);
 
 // dst[i] = src[i] * factor (integers: dst[i] = src[i] / divisor when divisor != 0), used

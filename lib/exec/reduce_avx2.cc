@@ -217,7 +217,9 @@ struct IntLanes {
 
   template <snclRedOp_t Op>
   static R combine(R a, R b) {
-    if constexpr (Op == snclSum) {
+    if constexpr (isBitwise(Op)) {
+      return bitwiseCombine<Op, T>(a, b);
+    } else if constexpr (Op == snclSum) {
       if constexpr (sizeof(T) == 1) return _mm256_add_epi8(a, b);
       if constexpr (sizeof(T) == 4) return _mm256_add_epi32(a, b);
       if constexpr (sizeof(T) == 8) return _mm256_add_epi64(a, b);

@@ -10,7 +10,8 @@
 //                          float), two registers (bfloat16), or a scalar (portable)
 //   R load(const T*)       N elements from memory, widened as needed
 //   void store(T*, R)      rounded back and written
-//   R combine<Op>(R, R)    the reduction op
+//   R combine<Op>(R, R)    the reduction op (integers: bitwise and logical ops too, through
+//                          bitwiseCombine)
 //   Factor scaleFactor(double), R scale(R, Factor)   floating types only
 #pragma once
 
@@ -25,7 +26,9 @@
 namespace sncl::reduce_impl {
 
 struct KernelTable {
-  ReduceFn reduce[snclNumTypes][snclMin + 1];  // [type][sum, prod, max, min]
+  // [type][op]: avg's slot stays empty (it is sum, then scale), and so do the bitwise and
+  // logical ops' of the float types.
+  ReduceFn reduce[snclNumTypes][snclNumOps];
   ScaleFn scale[snclNumTypes];
 };
 const KernelTable& portableKernels();
@@ -138,6 +141,34 @@ F maxMinNumber(F a, F b) {
   return b != b ? a : a != a ? b : m;
 }
 
+constexpr bool isBitwise(snclRedOp_t op) { return op >= snclBand && op <= snclLxor; }
+
+// Bitwise and logical ops on R, one T or a register of Ts (integer types only). One
+// definition in GCC vector extensions serves every instruction set, since each file
+// compiles it with its own -m flags. Logical ops give 1 or 0, as MPI's.
+template <snclRedOp_t Op, class T, class R>
+R bitwiseCombine(R a, R b) {
+  static_assert(isBitwise(Op) && std::is_integral_v<T>);
+  if constexpr (std::is_same_v<T, R>) {
+    if constexpr (Op == snclBand) return T(a & b);
+    if constexpr (Op == snclBor) return T(a | b);
+    if constexpr (Op == snclBxor) return T(a ^ b);
+    if constexpr (Op == snclLand) return T(a != 0 && b != 0);
+    if constexpr (Op == snclLor) return T(a != 0 || b != 0);
+    if constexpr (Op == snclLxor) return T((a != 0) != (b != 0));
+  } else {
+    using V [[gnu::vector_size(sizeof(R))]] = T;
+    const V x = __builtin_bit_cast(V, a), y = __builtin_bit_cast(V, b), zero = {};
+    // A vector comparison gives -1 or 0 per element: negated, 1 or 0.
+    if constexpr (Op == snclBand) return __builtin_bit_cast(R, x & y);
+    if constexpr (Op == snclBor) return __builtin_bit_cast(R, x | y);
+    if constexpr (Op == snclBxor) return __builtin_bit_cast(R, x ^ y);
+    if constexpr (Op == snclLand) return __builtin_bit_cast(R, -((x != zero) & (y != zero)));
+    if constexpr (Op == snclLor) return __builtin_bit_cast(R, -((x != zero) | (y != zero)));
+    if constexpr (Op == snclLxor) return __builtin_bit_cast(R, -((x != zero) ^ (y != zero)));
+  }
+}
+
 // Tails (fewer than N elements) go through a zeroed buffer, so kernels never touch memory
 // past the end and one code path serves every count and alignment.
 template <class L, class T>
@@ -222,17 +253,30 @@ void scaleFn(void* dst, const void* src, size_t n, double factor, int64_t diviso
   }
 }
 
+// One type's row of the table: L are its kernels.
+template <class L, snclDataType_t D>
+constexpr void fillRow(KernelTable& t) {
+  t.reduce[D][snclSum] = &reduceFn<L, snclSum>;
+  t.reduce[D][snclProd] = &reduceFn<L, snclProd>;
+  t.reduce[D][snclMax] = &reduceFn<L, snclMax>;
+  t.reduce[D][snclMin] = &reduceFn<L, snclMin>;
+  if constexpr (kIsInteger<D>) {
+    t.reduce[D][snclBand] = &reduceFn<L, snclBand>;
+    t.reduce[D][snclBor] = &reduceFn<L, snclBor>;
+    t.reduce[D][snclBxor] = &reduceFn<L, snclBxor>;
+    t.reduce[D][snclLand] = &reduceFn<L, snclLand>;
+    t.reduce[D][snclLor] = &reduceFn<L, snclLor>;
+    t.reduce[D][snclLxor] = &reduceFn<L, snclLxor>;
+  }
+  t.scale[D] = &scaleFn<L, D>;
+}
+
 // The table of one instruction set; Lanes<D> are its kernels for type D.
 template <template <snclDataType_t> class Lanes>
 constexpr KernelTable makeTable() {
   KernelTable t{};
   [&]<size_t... I>(std::index_sequence<I...>) {
-    ((t.reduce[I][snclSum] = &reduceFn<Lanes<snclDataType_t(I)>, snclSum>,
-      t.reduce[I][snclProd] = &reduceFn<Lanes<snclDataType_t(I)>, snclProd>,
-      t.reduce[I][snclMax] = &reduceFn<Lanes<snclDataType_t(I)>, snclMax>,
-      t.reduce[I][snclMin] = &reduceFn<Lanes<snclDataType_t(I)>, snclMin>,
-      t.scale[I] = &scaleFn<Lanes<snclDataType_t(I)>, snclDataType_t(I)>),
-     ...);
+    (fillRow<Lanes<snclDataType_t(I)>, snclDataType_t(I)>(t), ...);
   }(std::make_index_sequence<snclNumTypes>{});
   return t;
 }

@@ -176,6 +176,23 @@ double directRooted(const CostModel& m, int root, double bytes, bool toRoot, boo
   return m.stepUs(flows) + (reduce ? (n - 1) * bytes / m.memBytesPerUs() : 0.0);
 }
 
+double recursiveDoublingScan(const CostModel& m, double bytes, bool exclusive) {
+  const int n = m.nranks();
+  double us = 2 * bytes / m.memBytesPerUs();  // the copies in and out of scratch
+  std::vector<Flow> flows;
+  for (int d = 1; d < n; d *= 2) {
+    flows.clear();
+    for (int r = 0; r + d < n; ++r) flows.push_back(Flow{r, r + d, bytes});
+    us += m.stepUs(flows) + bytes / m.memBytesPerUs();
+  }
+  if (exclusive && n > 1) {
+    flows.clear();
+    for (int r = 0; r + 1 < n; ++r) flows.push_back(Flow{r, r + 1, bytes});
+    us += m.stepUs(flows);
+  }
+  return us;
+}
+
 double allToAll(const CostModel& m, double bytes) {
   Groups all(1);
   for (int r = 0; r < m.nranks(); ++r) all[0].push_back(r);

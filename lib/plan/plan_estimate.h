@@ -27,5 +27,8 @@ double chain(const CostModel& m, int root, double bytes, double chunkBytes, bool
 double directRooted(const CostModel& m, int root, double bytes, bool toRoot, bool reduce);
 // All-to-All: every rank sends bytes to every other at once.
 double allToAll(const CostModel& m, double bytes);
+// Scan by recursive doubling (algorithms/scan.h): ceil(log2 n) rounds of bytes from every r
+// to r+d, each combined on arrival, plus (exclusive) one shift to r+1.
+double recursiveDoublingScan(const CostModel& m, double bytes, bool exclusive);
 
 }  // namespace sncl::estimate

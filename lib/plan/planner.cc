@@ -11,8 +11,11 @@
 
 #include "algorithms/chain.h"
 #include "algorithms/direct.h"
+#include "algorithms/direct_v.h"
 #include "algorithms/halving_doubling.h"
+#include "algorithms/pairwise.h"
 #include "algorithms/ring.h"
+#include "algorithms/scan.h"
 #include "algorithms/tree.h"
 #include "lib/base/log.h"
 #include "lib/plan/plan_estimate.h"
@@ -31,13 +34,20 @@ const char* collName(CollType c) {
     case CollType::Scatter: return "scatter";
     case CollType::Send: return "send";
     case CollType::Recv: return "recv";
+    case CollType::AllGatherV: return "allgatherv";
+    case CollType::AlltoAllV: return "alltoallv";
+    case CollType::GatherV: return "gatherv";
+    case CollType::ScatterV: return "scatterv";
+    case CollType::ReduceScatterV: return "reducescatterv";
+    case CollType::Scan: return "scan";
+    case CollType::Exscan: return "exscan";
     default: return "?";
   }
 }
 
 bool parseCollName(std::string_view name, CollType* out) {
   for (size_t c = 0; c < size_t(CollType::kCount); ++c)
-    if (!isPointToPoint(CollType(c)) && name == collName(CollType(c))) {
+    if (!isPointToPoint(CollType(c)) && !hasLayout(CollType(c)) && name == collName(CollType(c))) {
       *out = CollType(c);
       return true;
     }
@@ -202,6 +212,16 @@ bool Planner::supports(CollType coll, Algorithm a) {
     case CollType::AlltoAll:
     case CollType::Gather:
     case CollType::Scatter: return a == Algorithm::Direct;
+    // The v-forms have one algorithm each (docs/planner.md), direct (Reduce-Scatter-V's
+    // pairwise exchange is direct too: every block goes straight to its rank); the scans a
+    // chain or recursive doubling ("hd").
+    case CollType::AllGatherV:
+    case CollType::AlltoAllV:
+    case CollType::GatherV:
+    case CollType::ScatterV:
+    case CollType::ReduceScatterV: return a == Algorithm::Direct;
+    case CollType::Scan:
+    case CollType::Exscan: return a == Algorithm::Chain || a == Algorithm::HalvingDoubling;
     default: return false;
   }
 }
@@ -240,6 +260,18 @@ double Planner::estimateUs(CollType coll, const Plan& plan, size_t bytes) const 
     case CollType::AlltoAll: return estimate::allToAll(m, b);
     case CollType::Gather: return estimate::directRooted(m, 0, b, true, false);
     case CollType::Scatter: return estimate::directRooted(m, 0, b, false, false);
+    // The v-forms at this rank's count as if every rank had it: their only algorithm runs
+    // whatever the estimate, which is for the log.
+    case CollType::AllGatherV: return estimate::allGather(m, algo::GroupAlgo::Direct, all, b, chunk);
+    case CollType::AlltoAllV: return estimate::allToAll(m, b);
+    case CollType::GatherV: return estimate::directRooted(m, 0, b, true, false);
+    case CollType::ScatterV: return estimate::directRooted(m, 0, b, false, false);
+    case CollType::ReduceScatterV: return estimate::reduceScatter(m, algo::GroupAlgo::Direct, all, b, chunk);
+    // The chain reduces on the way, as Reduce's toward its root.
+    case CollType::Scan:
+    case CollType::Exscan:
+      return a == Algorithm::HalvingDoubling ? estimate::recursiveDoublingScan(m, b, coll == CollType::Exscan)
+                                             : estimate::chain(m, 0, b, chunk, true);
     default: return kInf;
   }
 }
@@ -255,7 +287,7 @@ std::vector<Plan> Planner::candidates(CollType coll, size_t bytes) const {
   for (size_t i = 0; i < idx(Algorithm::kCount); ++i) {
     const Algorithm a = static_cast<Algorithm>(i);
     if (!allowed(coll, a) || !supports(coll, a)) continue;
-    if (a == Algorithm::Direct && bytes > kDirectMaxBytes) continue;
+    if ((a == Algorithm::Direct || scanByDoubling(coll, a)) && bytes > kDirectMaxBytes) continue;
     if (a != Algorithm::Hierarchical) {
       consider({.algorithm = a});
       continue;
@@ -294,7 +326,7 @@ const Plan& Planner::choose(CollType coll, size_t bytes) {
   std::vector<Plan> all = candidates(coll, low);
   if (high > kDirectMaxBytes)
     std::erase_if(all, [](const Plan& p) {
-      return p.algorithm == Algorithm::Direct ||
+      return p.algorithm == Algorithm::Direct || scanByDoubling(p.coll, p.algorithm) ||
              (p.algorithm == Algorithm::Hierarchical && (p.inner == algo::GroupAlgo::Direct || p.outer == algo::FlatAllReduce::Direct));
     });
   Plan best;
@@ -321,6 +353,34 @@ const Plan& Planner::choose(CollType coll, size_t bytes) {
     log::info(log::Subsys::Plan, "candidates {} {} B:{}", collName(coll), low, list);
   }
   return entry.plan;
+}
+
+// The v-forms, from CollShape::layout (laid out as CollOp::layout); without one (a tool
+// that has only a size) nothing: an empty schedule.
+void Planner::buildWithLayout(CollType coll, const CollShape& shape, algo::Schedule* out) const {
+  const size_t* l = shape.layout;
+  const size_t n = size_t(nranks_);
+  const bool rootOnly = coll == CollType::GatherV || coll == CollType::ScatterV;
+  if (!l && !(rootOnly && rank_ != shape.root)) {
+    out->clear();
+    return;
+  }
+  switch (coll) {
+    case CollType::AllGatherV: algo::DirectAllGatherV::build(rank_, nranks_, shape.count, l, l + n, out); break;
+    case CollType::AlltoAllV:
+      algo::DirectAlltoAllV::build(rank_, nranks_, l, l + n, l + 2 * n, l + 3 * n, shape.inPlace, out);
+      break;
+    case CollType::GatherV:
+      algo::DirectGatherV::build(rank_, nranks_, shape.root, shape.count, l, l ? l + n : nullptr, out);
+      break;
+    case CollType::ScatterV:
+      algo::DirectScatterV::build(rank_, nranks_, shape.root, shape.count, l, l ? l + n : nullptr, out);
+      break;
+    case CollType::ReduceScatterV:
+      algo::PairwiseReduceScatterV::build(rank_, nranks_, l, l + n, shape.inPlace, out);
+      break;
+    default: out->clear(); break;
+  }
 }
 
 void Planner::build(const Plan& plan, const CollShape& shape, algo::Schedule* out) const {
@@ -360,7 +420,16 @@ void Planner::build(const Plan& plan, const CollShape& shape, algo::Schedule* ou
     case CollType::AlltoAll: algo::DirectAlltoAll::build(rank_, nranks_, count, shape.inPlace, out); break;
     case CollType::Gather: algo::DirectGather::build(rank_, nranks_, root, count, out); break;
     case CollType::Scatter: algo::DirectScatter::build(rank_, nranks_, root, count, out); break;
-    default: out->clear(); break;  // point-to-point is not planned
+    case CollType::Scan:
+    case CollType::Exscan:
+      if (plan.algorithm == Algorithm::HalvingDoubling)
+        algo::RecursiveDoublingScan::build(rank_, nranks_, count, plan.coll == CollType::Exscan, out);
+      else algo::ChainScan::build(rank_, nranks_, count, chunkCount, plan.coll == CollType::Exscan, out);
+      break;
+    default:
+      if (hasLayout(plan.coll)) buildWithLayout(plan.coll, shape, out);
+      else out->clear();  // point-to-point is not planned
+      break;
   }
 }
 

@@ -20,9 +20,11 @@
 namespace sncl {
 
 // Every call the API takes. Send and Recv are not planned: a group's sends and receives
-// on a comm become one point-to-point schedule (algorithms/p2p.h).
+// on a comm become one point-to-point schedule (algorithms/p2p.h). The v-forms and the
+// scans (after Recv, so that the older values keep their numbers) have one algorithm each.
 enum class CollType : uint8_t {
-  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv, kCount
+  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv,
+  AllGatherV, AlltoAllV, GatherV, ScatterV, ReduceScatterV, Scan, Exscan, kCount
 };
 // Direct is the one-shot "mesh" algorithm; Hierarchical composes the others over the
 // topology's levels.
@@ -31,28 +33,47 @@ enum class Algorithm : uint8_t { Ring, Direct, Chain, Tree, HalvingDoubling, Hie
 const char* collName(CollType c);
 const char* algorithmName(Algorithm a);
 constexpr bool isPointToPoint(CollType c) { return c == CollType::Send || c == CollType::Recv; }
-// A collective (not send or recv) by its collName.
+// Collectives whose schedule needs per-rank counts and displacements (CollShape::layout).
+constexpr bool hasLayout(CollType c) {
+  return c == CollType::AllGatherV || c == CollType::AlltoAllV || c == CollType::GatherV || c == CollType::ScatterV ||
+         c == CollType::ReduceScatterV;
+}
+// A collective (not send or recv) by its collName; not the v-forms, which a size alone
+// does not describe (tools and snclCommExplainPlan take a size).
 bool parseCollName(std::string_view name, CollType* out);
 // Collectives that combine values with a reduction op.
 constexpr bool reduces(CollType c) {
-  return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;
+  return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter ||
+         c == CollType::ReduceScatterV || c == CollType::Scan || c == CollType::Exscan;
 }
 constexpr bool hasRoot(CollType c) {
-  return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather || c == CollType::Scatter;
+  return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather || c == CollType::Scatter ||
+         c == CollType::GatherV || c == CollType::ScatterV;
+}
+// Collectives whose schedule differs when Input is Output.
+constexpr bool shapedByInPlace(CollType c) {
+  return c == CollType::AlltoAll || c == CollType::AlltoAllV || c == CollType::ReduceScatterV;
 }
 
 // Direct algorithms put all of a call's messages in flight at once (and direct All-Reduce
 // keeps a whole input in scratch); above this they are not candidates.
 constexpr size_t kDirectMaxBytes = 4u << 20;
+// A scan by recursive doubling keeps two copies of its input in scratch: bounded the same way.
+constexpr bool scanByDoubling(CollType c, Algorithm a) {
+  return (c == CollType::Scan || c == CollType::Exscan) && a == Algorithm::HalvingDoubling;
+}
 
 // What a schedule depends on besides the algorithm. count is in elements: per rank for
 // All-Gather (sent) and Reduce-Scatter (received), per peer for All-to-All, Gather and
-// Scatter, the whole buffer otherwise. inPlace matters only to All-to-All.
+// Scatter, the whole buffer otherwise; for the v-forms this rank's own (sent, or received
+// for Scatter-V and Reduce-Scatter-V; all it sends for All-to-All-V). inPlace matters only where shapedByInPlace. layout: the v-forms'
+// per-rank arrays, laid out as CollOp::layout (lib/comm/op.h) says; not owned.
 struct CollShape {
   size_t count = 0;
   size_t elemSize = 0;
   int root = 0;
   bool inPlace = false;
+  const size_t* layout = nullptr;
 };
 
 // CollShape's count in bytes for a collective of nccl-tests' size (the whole buffer, which
@@ -121,6 +142,7 @@ class Planner {
 
  private:
   void findHierarchies();
+  void buildWithLayout(CollType coll, const CollShape& shape, algo::Schedule* out) const;
 
   int rank_;
   int nranks_;

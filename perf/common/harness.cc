@@ -47,6 +47,12 @@ MPI_Op mpiOp(snclRedOp_t op) {
     case snclProd: return MPI_PROD;
     case snclMax: return MPI_MAX;
     case snclMin: return MPI_MIN;
+    case snclBand: return MPI_BAND;
+    case snclBor: return MPI_BOR;
+    case snclBxor: return MPI_BXOR;
+    case snclLand: return MPI_LAND;
+    case snclLor: return MPI_LOR;
+    case snclLxor: return MPI_LXOR;
     default: return MPI_OP_NULL;  // avg, mulsum
   }
 }
@@ -164,6 +170,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
   for (snclDataType_t type : o.types) {
     const size_t elem = typeSize(type);
     for (snclRedOp_t refOp : c.reduces ? o.ops : noOp) {
+      if (c.reduces && integerOnlyOp(refOp) && type > snclUint64) continue;  // sncl refuses the pair
       const MPI_Datatype mt = mpiType(type, c.reduces);
       const MPI_Op mo = c.reduces ? mpiOp(refOp) : MPI_OP_NULL;
       for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.stepFactor) {

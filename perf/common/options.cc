@@ -13,7 +13,9 @@ namespace perf {
 
 const char* const kTypeNames[snclNumTypes] = {"int8",  "uint8", "int32",  "uint32",   "int64",  "uint64",
                                               "half",  "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
-const char* const kOpNames[kNumOps] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+// Indexed by op; mulsum last (kMulSum).
+const char* const kOpNames[kNumOps] = {"sum", "prod", "max", "min", "avg", "band",
+                                       "bor", "bxor", "land", "lor", "lxor", "mulsum"};
 
 const char* peerName(Peer p) { return p == Peer::Mpi ? "mpi" : "gloo"; }
 
@@ -32,7 +34,8 @@ void usage(const char* prog) {
           "  --ceiling: memcpy and a[i]+=b[i] bandwidth with every rank at once, and sncl's share of it\n"
           "types: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 | all\n"
           "       (NCCL's names work too: float16, float32, float64, float8e4m3, ...)\n"
-          "ops: sum prod max min avg mulsum | all\n",
+          "ops: sum prod max min avg mulsum band bor bxor land lor lxor | all\n"
+          "     (the bitwise and logical ops run on the integer types only)\n",
           prog);
 }
 

@@ -13,6 +13,8 @@ namespace perf {
 // functions; the harness passes the real op to sncl.
 constexpr snclRedOp_t kMulSum = static_cast<snclRedOp_t>(snclNumOps);
 constexpr int kNumOps = snclNumOps + 1;  // with mulsum
+// band ... lxor: sncl defines them on the integer types only; other types skip them.
+constexpr bool integerOnlyOp(snclRedOp_t op) { return op >= snclBand && op <= snclLxor; }
 
 extern const char* const kTypeNames[snclNumTypes];
 extern const char* const kOpNames[kNumOps];

@@ -83,6 +83,12 @@ double valueOf(snclDataType_t type, snclRedOp_t op, int rank, int nranks, size_t
   const size_t r = static_cast<size_t>(rank), n = static_cast<size_t>(nranks);
   switch (op) {
     case snclProd: return (i + r) % 3 == 0 ? 2.0 : 1.0;  // <= 2^3 for 8 ranks
+    case snclBand:
+    case snclBor:
+    case snclBxor: return static_cast<double>((i * 7 + r * 13 + (i >> 6)) % 64);  // 6 bits: fit int8
+    case snclLand:
+    case snclLor:
+    case snclLxor: return (i + 2 * r) % 5 == 0 ? 0.0 : static_cast<double>(1 + (i + r) % 3);
     case snclMax:
     case snclMin: {
       const size_t span = static_cast<size_t>(std::min(limit, 100.0)) + 1;
@@ -103,6 +109,13 @@ double reducedValue(snclDataType_t type, snclRedOp_t op, int nranks, size_t i) {
   double acc = 0;
   for (int r = 0; r < nranks; ++r) {
     const double v = valueOf(type, op, r, nranks, i) * (op == kMulSum ? mulSumScalar(r) : 1.0);
+    if (integerOnlyOp(op) && r > 0) {  // on small nonnegative integers, exact in double
+      const auto a = static_cast<int64_t>(acc), b = static_cast<int64_t>(v);
+      const int64_t x = op == snclBand ? a & b : op == snclBor ? a | b : op == snclBxor ? a ^ b
+                      : op == snclLand ? (a && b) : op == snclLor ? (a || b) : ((a != 0) != (b != 0));
+      acc = static_cast<double>(x);
+      continue;
+    }
     acc = r == 0 ? v : op == snclProd ? acc * v : op == snclMax ? std::max(acc, v) : op == snclMin ? std::min(acc, v) : acc + v;
   }
   if (op != snclAvg) return acc;

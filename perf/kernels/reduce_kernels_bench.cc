@@ -54,10 +54,20 @@ std::vector<std::string> split(const std::string& s) {
   return parts;
 }
 
+// A reduction kernel's op by name (every built-in op but avg, which is sum then scale).
+bool kernelOp(const std::string& name, snclRedOp_t* out) {
+  for (int k = 0; k < snclNumOps; ++k) {
+    if (k == snclAvg || name != redOpName(snclRedOp_t(k))) continue;
+    if (out) *out = snclRedOp_t(k);
+    return true;
+  }
+  return false;
+}
+
 [[noreturn]] void usage(const char* why) {
   fprintf(stderr,
           "%s\nusage: reduce_kernels_bench [--sizes 256K,64M] [--types all|float32,...] "
-          "[--ops all|sum,prod,max,min,scale] [--isa best|all|portable,avx2,avx512] [--oop] [--trials N]\n",
+          "[--ops all|sum,prod,max,min,scale,band,bor,bxor,land,lor,lxor] [--isa best|all|portable,avx2,avx512] [--oop] [--trials N]\n",
           why);
   exit(2);
 }
@@ -84,7 +94,8 @@ Options parse(int argc, char** argv) {
       types = value();
     } else if (arg == "--ops") {
       std::string v = value();
-      if (v != "all") o.ops = split(v);
+      if (v == "all") o.ops.insert(o.ops.end(), {"band", "bor", "bxor", "land", "lor", "lxor"});
+      else o.ops = split(v);
     } else if (arg == "--isa") {
       isas = value();
     } else if (arg == "--oop") {
@@ -105,7 +116,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.types.empty()) usage(("no known type in " + types).c_str());
   for (const std::string& op : o.ops)
-    if (op != "sum" && op != "prod" && op != "max" && op != "min" && op != "scale") usage(("unknown op " + op).c_str());
+    if (op != "scale" && !kernelOp(op, nullptr)) usage(("unknown op " + op).c_str());
   for (ReduceIsa isa : {ReduceIsa::Portable, ReduceIsa::Avx2, ReduceIsa::Avx512}) {
     bool named = false;
     for (const std::string& name : split(isas)) named |= name == "all" || name == reduceIsaName(isa);
@@ -217,8 +228,10 @@ int main(int argc, char** argv) {
             run = [=] { fn(pc, pa, count, 1.0 / 8, 8); };
             bytesPerCall = 2.0 * double(moved);
           } else {
-            snclRedOp_t redOp = op == "sum" ? snclSum : op == "prod" ? snclProd : op == "max" ? snclMax : snclMin;
+            snclRedOp_t redOp = snclSum;
+            kernelOp(op, &redOp);
             ReduceFn fn = reduceKernel(type, redOp, isa);
+            if (!fn) continue;  // band ... lxor on a float type: no such kernel
             run = [=] { fn(dst, pa, pb, count); };
           }
           Timed kernel(run, bytesPerCall);

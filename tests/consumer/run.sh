@@ -115,7 +115,7 @@ check_libsncl "$tmp/pc-static" none
 run_consumer "pkg-config --static" "$tmp/pc-static"
 
 echo "== installed tools"
-for tool in sncl-topo sncl-sim sncl-tune sncl-randtest; do
+for tool in sncl-topo sncl-sim sncl-tune sncl-randtest sncl-trace; do
   [[ -x $prefix/bin/$tool ]] || fail "$tool is not installed in $prefix/bin"
   out=$(timeout 60 "$prefix/bin/$tool" --version) || fail "$tool --version exited with $?"
   [[ $out == "$tool "* ]] || fail "$tool --version printed '$out'"

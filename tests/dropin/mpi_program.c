@@ -1,6 +1,9 @@
-/* A plain MPI program (no sncl) for the drop-in test: it runs the collectives that
- * libsncl_mpi.so serves, on MPI_COMM_WORLD, a duplicate and a split, with in-place forms,
- * and calls that must fall back (derived datatype, MAXLOC, logical and user ops, short).
+/* A plain MPI program (no sncl) for the drop-in test: it runs every collective that
+ * libsncl_mpi.so serves, blocking and nonblocking (several outstanding, completed by
+ * MPI_Waitall, MPI_Testall loops, MPI_Waitany and MPI_Waitsome, mixed with point-to-point
+ * requests), with odd and random counts, in-place forms, every root, bitwise and logical
+ * ops, contiguous derived types, on MPI_COMM_WORLD, duplicates and a split; and calls that
+ * must fall back (a strided vector type, MAXLOC, a user op, short, an intercommunicator).
  * Rank 0 prints a digest of every result of every rank; runs with and without the preload
  * must print the same. Values are small integers, so floating sums are exact in any order. */
 #include <mpi.h>
@@ -9,18 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RESULTS 160
+#include "mpi_program.h"
+
+#define MAX_RESULTS 1200
 static uint64_t digests[MAX_RESULTS];
 static const char* names[MAX_RESULTS];
 static int nresults;
 
-static void record(const char* name, const void* buf, size_t bytes) {
+void record(const char* name, const void* buf, size_t bytes) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (size_t i = 0; i < bytes; ++i) h = (h ^ ((const unsigned char*)buf)[i]) * 1099511628211ull;
-  if (nresults < MAX_RESULTS) {
-    names[nresults] = name;
-    digests[nresults++] = h;
+  if (nresults >= MAX_RESULTS) {
+    fprintf(stderr, "mpi_program: more than %d results; raise MAX_RESULTS\n", MAX_RESULTS);
+    MPI_Abort(MPI_COMM_WORLD, 3);
   }
+  names[nresults] = name;
+  digests[nresults++] = h;
 }
 
 static void myMax(void* in, void* inout, int* len, MPI_Datatype* t) {
@@ -65,7 +72,7 @@ static void suite(MPI_Comm comm, int big) {
   record("allreduce short sum (fallback)", sa, sizeof(short) * count);
   int flags[2] = {rank % 2, 1}, land[2];
   MPI_Allreduce(flags, land, 2, MPI_INT, MPI_LAND, comm);
-  record("allreduce land (fallback)", land, sizeof(land));
+  record("allreduce land", land, sizeof(land));
   int pair[2] = {(rank * 37) % n, rank}, maxloc[2];
   MPI_Allreduce(pair, maxloc, 1, MPI_2INT, MPI_MAXLOC, comm);
   record("allreduce maxloc (fallback)", maxloc, sizeof(maxloc));
@@ -125,15 +132,28 @@ int main(int argc, char** argv) {
 
   suite(MPI_COMM_WORLD, 0);
   suite(MPI_COMM_WORLD, 1);
+  more(MPI_COMM_WORLD, 1);
   MPI_Comm dup, half;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   suite(dup, 0);
+  /* Calls on the duplicate and the world interleaved: each has its own sncl comm. */
+  more(dup, 2);
   MPI_Comm_free(&dup);
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half); /* reversed order inside */
   suite(half, 0);
+  more(half, 3);
+  /* An intercommunicator between the halves: passed to MPI (sum over the other half). */
+  MPI_Comm inter;
+  const int other = 1 - rank % 2, otherLeader = other + 2 * ((n - 1 - other) / 2); /* its rank 0: highest */
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, otherLeader, 99, &inter);
+  int mine[3] = {rank, rank * rank, 1}, theirs[3];
+  MPI_Allreduce(mine, theirs, 3, MPI_INT, MPI_SUM, inter);
+  record("intercommunicator allreduce (fallback)", theirs, sizeof theirs);
+  MPI_Comm_free(&inter);
   MPI_Comm_free(&half);
   MPI_Comm_dup(MPI_COMM_WORLD, &dup); /* a handle MPI may reuse: needs a fresh sncl comm */
   suite(dup, 0);
+  more(dup, 4);
   MPI_Comm_free(&dup);
 
   uint64_t* all = rank == 0 ? malloc(sizeof(uint64_t) * MAX_RESULTS * n) : NULL;

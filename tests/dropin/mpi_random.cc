@@ -4,13 +4,18 @@
 // libsncl_mpi.so does not intercept) on copies of the same inputs.
 //
 // A generated call becomes the MPI call nearest to it: all-reduce, reduce, broadcast,
-// all-gather, reduce-scatter (MPI_Reduce_scatter_block), all-to-all; gather and scatter,
-// which the drop-in passes through; and a send/receive call becomes MPI_Barrier. The
+// all-gather, reduce-scatter (MPI_Reduce_scatter_block), all-to-all, gather, scatter; and a
+// send/receive call becomes MPI_Barrier. The
 // types sncl and MPI share map directly (with random aliases: MPI_INT or MPI_INT32_T, ...);
 // float16/bfloat16 reductions become MPI_SHORT/MPI_INT16_T/MPI_UINT16_T (passed through),
 // float8 ones 8-bit integers; avg becomes MPI_SUM and pre-multiplied sums bitwise ops on
-// integers (passed through) or MPI_SUM on floats. A few data movements use a contiguous
-// derived type (passed through). Cases with a split run on MPI_Comm_split's communicators.
+// integers (served on the widths sncl has) or MPI_SUM on floats. A few data movements use
+// a contiguous derived type (served as bytes). Cases with a split run on MPI_Comm_split's
+// communicators.
+//
+// One call in three runs in its nonblocking form (MPI_I*, then MPI_Wait), and one data
+// movement or reduce-scatter in three in its v-form with equal counts (MPI_Allgatherv,
+// MPI_Reduce_scatter, ...), whose layouts, in place too, are the fixed-count ones.
 //
 // The reference is always the out-of-place form, so a run without the preload checks the
 // program's in-place layouts against MPI itself. Integers take any bit pattern and wrap
@@ -23,12 +28,14 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,7 +47,7 @@ using randtest::Call;
 using randtest::Coll;
 
 enum Kind { kAllreduce, kBcast, kReduce, kAllgather, kReduceScatterBlock, kAlltoall, kBarrier, kGather, kScatter, kNumKinds };
-// The drop-in's names for the kinds it serves (the first seven), as SNCL_MPI_DEBUG prints them.
+// The drop-in's names for the kinds, as SNCL_MPI_DEBUG prints them.
 constexpr const char* kNames[kNumKinds] = {"MPI_Allreduce", "MPI_Bcast",    "MPI_Reduce",  "MPI_Allgather",
                                            "MPI_Reduce_scatter_block", "MPI_Alltoall", "MPI_Barrier",
                                            "MPI_Gather",    "MPI_Scatter"};
@@ -72,6 +79,8 @@ struct MpiCall {
   int count = 0;
   bool inPlace = false;
   int offset = 0;
+  bool nonblocking = false;  // the MPI_I* form, completed by MPI_Wait
+  bool vform = false;        // the v-form with equal counts (Allgatherv, Reduce_scatter, ...)
   bool predictSncl = false;  // the drop-in serves it (when the drop-in is loaded)
 };
 
@@ -120,7 +129,7 @@ Type reductionType(snclDataType_t t, uint64_t h) {
 }
 
 // Data movement: any predefined type of the element's size moves as bytes; one call in
-// eight uses a contiguous derived type instead, which the drop-in passes through.
+// eight uses a contiguous derived type instead, which the drop-in moves as bytes too.
 Type movementType(snclDataType_t t, uint64_t h) {
   static const Type b1[] = {{MPI_BYTE, "MPI_BYTE", 1, Values::Bits, false, false},
                             {MPI_CHAR, "MPI_CHAR", 1, Values::Bits, false, false},
@@ -149,7 +158,8 @@ Type movementType(snclDataType_t t, uint64_t h) {
 }
 
 Op mpiOp(int op, const Type& type, uint64_t h) {
-  static const Op bitwise[] = {{MPI_BAND, "MPI_BAND", false}, {MPI_BOR, "MPI_BOR", false}, {MPI_BXOR, "MPI_BXOR", false}};
+  // sncl serves them on the integer types it has (not on 16-bit ones: snclType decides).
+  static const Op bitwise[] = {{MPI_BAND, "MPI_BAND", true}, {MPI_BOR, "MPI_BOR", true}, {MPI_BXOR, "MPI_BXOR", true}};
   switch (op) {
     case snclSum: return {MPI_SUM, "MPI_SUM", true};
     case snclProd: return {MPI_PROD, "MPI_PROD", true};
@@ -173,10 +183,14 @@ MpiCall translate(const Call& call, uint64_t h) {
   m.count = static_cast<int>(call.count);
   m.inPlace = call.inPlace && m.kind != kBcast;
   m.offset = call.offset;
-  if (m.kind == kBarrier) m.predictSncl = true;
-  else if (m.kind == kGather || m.kind == kScatter) m.predictSncl = false;  // not interposed at all
+  m.nonblocking = (h >> 40) % 3 == 0;
+  m.vform = (m.kind == kAllgather || m.kind == kAlltoall || m.kind == kGather || m.kind == kScatter ||
+             m.kind == kReduceScatterBlock) &&
+            (h >> 44) % 3 == 0;
+  if (m.vform && m.kind != kReduceScatterBlock) m.predictSncl = true;  // served with any counts, 0 too
+  else if (m.kind == kBarrier) m.predictSncl = true;
   else if (reduction) m.predictSncl = m.count > 0 && m.type.snclType && m.op.snclOp;
-  else m.predictSncl = m.count > 0 && !m.type.derived;
+  else m.predictSncl = m.count > 0;  // contiguous derived types move as bytes too
   return m;
 }
 
@@ -235,8 +249,77 @@ struct Buf {
   }
 };
 
+// The drop-in's name of a call, as SNCL_MPI_DEBUG prints it ("MPI_Iallgatherv").
+std::string nameOf(const MpiCall& c) {
+  const char* base = kNames[c.kind] + 4;  // without "MPI_"
+  if (c.vform && c.kind == kReduceScatterBlock) base = "Reduce_scatter";
+  const char* v = c.vform && c.kind != kReduceScatterBlock ? "v" : "";
+  char s[64];
+  if (c.nonblocking)
+    std::snprintf(s, sizeof s, "MPI_I%c%s%s", base[0] - 'A' + 'a', base + 1, v);
+  else
+    std::snprintf(s, sizeof s, "MPI_%s%s", base, v);
+  return s;
+}
+
+// The interposed v-form or nonblocking form of c (the reference never takes these).
+int invokeForm(const MpiCall& c, const void* sb, void* rb, MPI_Comm comm) {
+  const MPI_Datatype t = c.type.t;
+  const int n = c.count;
+  const bool ipSend = sb == MPI_IN_PLACE;
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  std::vector<int> counts(static_cast<size_t>(ranks), n), displs(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) displs[static_cast<size_t>(r)] = r * n;
+  const int* cs = counts.data();
+  const int* ds = displs.data();
+  const MPI_Datatype st = ipSend ? MPI_DATATYPE_NULL : t;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Request* q = c.nonblocking ? &req : nullptr;
+  int rc = MPI_ERR_OTHER;
+  if (c.vform) {
+    switch (c.kind) {
+      case kAllgather:
+        rc = q ? MPI_Iallgatherv(sb, ipSend ? 0 : n, st, rb, cs, ds, t, comm, q)
+               : MPI_Allgatherv(sb, ipSend ? 0 : n, st, rb, cs, ds, t, comm);
+        break;
+      case kAlltoall:
+        rc = q ? MPI_Ialltoallv(sb, cs, ds, st, rb, cs, ds, t, comm, q)
+               : MPI_Alltoallv(sb, cs, ds, st, rb, cs, ds, t, comm);
+        break;
+      case kGather:
+        rc = q ? MPI_Igatherv(sb, n, t, rb, cs, ds, t, c.root, comm, q)
+               : MPI_Gatherv(sb, n, t, rb, cs, ds, t, c.root, comm);
+        break;
+      case kScatter:
+        rc = q ? MPI_Iscatterv(sb, cs, ds, t, rb, n, t, c.root, comm, q)
+               : MPI_Scatterv(sb, cs, ds, t, rb, n, t, c.root, comm);
+        break;
+      default:
+        rc = q ? MPI_Ireduce_scatter(sb, rb, cs, t, c.op.op, comm, q)
+               : MPI_Reduce_scatter(sb, rb, cs, t, c.op.op, comm);
+        break;
+    }
+  } else {
+    switch (c.kind) {
+      case kAllreduce: rc = MPI_Iallreduce(sb, rb, n, t, c.op.op, comm, q); break;
+      case kReduce: rc = MPI_Ireduce(sb, rb, n, t, c.op.op, c.root, comm, q); break;
+      case kBcast: rc = MPI_Ibcast(rb, n, t, c.root, comm, q); break;
+      case kAllgather: rc = MPI_Iallgather(sb, ipSend ? 0 : n, st, rb, n, t, comm, q); break;
+      case kAlltoall: rc = MPI_Ialltoall(sb, ipSend ? 0 : n, st, rb, n, t, comm, q); break;
+      case kReduceScatterBlock: rc = MPI_Ireduce_scatter_block(sb, rb, n, t, c.op.op, comm, q); break;
+      case kGather: rc = MPI_Igather(sb, n, t, rb, n, t, c.root, comm, q); break;
+      case kScatter: rc = MPI_Iscatter(sb, n, t, rb, n, t, c.root, comm, q); break;
+      default: rc = MPI_Ibarrier(comm, q); break;
+    }
+  }
+  if (rc == MPI_SUCCESS && q) rc = MPI_Wait(q, MPI_STATUS_IGNORE);
+  return rc;
+}
+
 // Calls the interposed entry point (MPI_*) or MPI's own (PMPI_*).
 int invoke(bool ref, const MpiCall& c, const void* sb, void* rb, MPI_Comm comm) {
+  if (!ref && (c.vform || c.nonblocking)) return invokeForm(c, sb, rb, comm);
   const MPI_Datatype t = c.type.t;
   const int n = c.count;
   const bool ipSend = sb == MPI_IN_PLACE;
@@ -259,7 +342,7 @@ int invoke(bool ref, const MpiCall& c, const void* sb, void* rb, MPI_Comm comm) 
 
 std::string describe(const MpiCall& c) {
   char s[160];
-  std::snprintf(s, sizeof s, "%s %s %s count %d root %d%s offset %d", kNames[c.kind], c.type.name,
+  std::snprintf(s, sizeof s, "%s %s %s count %d root %d%s offset %d", nameOf(c).c_str(), c.type.name,
                 c.kind == kAllreduce || c.kind == kReduce || c.kind == kReduceScatterBlock ? c.op.name : "-", c.count,
                 c.root, c.inPlace ? " in place" : "", c.offset);
   return s;
@@ -274,7 +357,7 @@ std::string runCall(const MpiCall& c0, MPI_Comm comm, uint64_t seed) {
   MPI_Comm_size(comm, &n);
   c.root %= n;
   if (c.kind == kBarrier) {
-    MPI_Barrier(comm);
+    invoke(false, c, nullptr, nullptr, comm);
     return "";
   }
   const size_t cnt = static_cast<size_t>(c.count), nn = static_cast<size_t>(n), elem = c.type.elem;
@@ -399,7 +482,7 @@ int main(int argc, char** argv) {
   gen.ranks = wsize;
   const auto t0 = std::chrono::steady_clock::now();
 
-  long bySncl[kNumKinds] = {}, byMpi[kNumKinds] = {};
+  std::map<std::string, std::array<long, 2>> counted;  // name -> {by sncl, by MPI}
   long index = 0, wrong = 0, splits = 0;
   uint64_t firstCase = 0;
   for (uint64_t s = 0; index < opt.calls; ++s) {
@@ -424,7 +507,7 @@ int main(int argc, char** argv) {
         if (wrank == 0 && opt.verbose)
           std::printf("call %ld: %s on %s\n", k, describe(c).c_str(), kase.colors.empty() ? "MPI_COMM_WORLD" : "a split");
         if (comm != MPI_COMM_NULL) {
-          (c.predictSncl ? bySncl : byMpi)[c.kind]++;
+          counted[nameOf(c)][c.predictSncl ? 0 : 1]++;
           const std::string bad = runCall(c, comm, callSeed);
           if (!bad.empty()) {
             ++wrong;
@@ -447,13 +530,11 @@ int main(int argc, char** argv) {
 
   // Through PMPI: the summary must not add to the drop-in's counts.
   long mine[2] = {wrong, 0}, all[2] = {0, 0};
-  for (int k = 0; k < kNumKinds; ++k) mine[1] += bySncl[k];
+  for (const auto& [name, n] : counted) mine[1] += n[0];
   PMPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int k = 0; k < kNumKinds; ++k)
-    if (bySncl[k] || byMpi[k])
-      std::fprintf(stderr, "mpi_random: expect rank %d: %s: %ld by sncl, %ld by MPI\n", wrank, kNames[k], bySncl[k],
-                   byMpi[k]);
+  for (const auto& [name, n] : counted)
+    std::fprintf(stderr, "mpi_random: expect rank %d: %s: %ld by sncl, %ld by MPI\n", wrank, name.c_str(), n[0], n[1]);
   if (wrank == 0) {
     std::printf("mpi_random: seed %" PRIu64 ", %d ranks: calls %ld, wrong %ld, rank-calls expected by sncl %ld, splits %ld, %.1f s\n",
                 opt.seed, wsize, opt.only >= 0 ? 1 : std::min(index, opt.calls), all[0], all[1], splits, secs);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 namespace randtest {
@@ -13,7 +14,14 @@ namespace {
 const char* const kCollNames[] = {"allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
                                   "alltoall",  "gather",    "scatter", "sendrecv"};
 const char* const kTypeNames[] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16", "e4m3", "e5m2"};
-const char* const kOpNames[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+// Indexed by op: snclRedOp_t's built-in ops, then kPreMulSum.
+const char* const kOpNames[] = {"sum",  "prod", "max", "min", "avg",  "band",
+                                "bor",  "bxor", "land", "lor", "lxor", "premulsum"};
+static_assert(std::size(kOpNames) == kPreMulSum + 1);
+// The ops of every type; integers also have the bitwise and logical ones.
+const int kFloatOps[] = {snclSum, snclProd, snclMax, snclMin, snclAvg, kPreMulSum};
+
+bool integerOnly(int op) { return op >= snclBand && op <= snclLxor; }
 const size_t kTypeSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 bool isPrime(size_t x) {
@@ -77,7 +85,14 @@ Call drawCall(Rng& rng, int nranks, const GenOptions& opt, bool allowLarge) {
   const uint64_t k = rng.below(static_cast<uint64_t>(Coll::kCount) + 1);
   call.coll = static_cast<Coll>(std::min<uint64_t>(k, static_cast<uint64_t>(Coll::SendRecv)));
   call.type = static_cast<snclDataType_t>(rng.below(snclNumTypes));
-  call.op = isReduction(call.coll) ? static_cast<int>(rng.below(kPreMulSum + 1)) : kNoOp;
+  if (isReduction(call.coll)) {
+    // Integers: a third of their reductions bitwise or logical, the rest as floats'.
+    const bool integerOp = call.type <= snclUint64 && rng.chance(1.0 / 3);
+    call.op = integerOp ? snclBand + static_cast<int>(rng.below(snclLxor - snclBand + 1))
+                        : kFloatOps[rng.below(std::size(kFloatOps))];
+  } else {
+    call.op = kNoOp;
+  }
   call.root = static_cast<int>(rng.below(kMaxRanks));
   call.inPlace = call.coll != Coll::SendRecv && rng.chance(0.4);
   call.offset = rng.chance(0.5) ? 0 : rng.range(1, 7);
@@ -168,6 +183,8 @@ bool parseCall(const std::string& tok, Call* call, std::string* error) {
   call->type = static_cast<snclDataType_t>(type);
   call->op = f[2] == "-" ? kNoOp : lookup(kOpNames, f[2]);
   if ((call->op == kNoOp) == isReduction(call->coll)) return *error = "bad op in '" + tok + "'", false;
+  if (integerOnly(call->op) && call->type > snclUint64)
+    return *error = "op " + f[2] + " takes integer types only, in '" + tok + "'", false;
   size_t root = 0, ip = 0, off = 0;
   if (f[3][0] != 'r' || !parseCount(f[3].substr(1), &root) || f[4][0] != 'n' || !parseCount(f[4].substr(1), &call->count) ||
       f[5].compare(0, 2, "ip") || !parseCount(f[5].substr(2), &ip) || f[6][0] != 'o' || !parseCount(f[6].substr(1), &off))

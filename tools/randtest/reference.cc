@@ -126,6 +126,17 @@ Reference::Reference(const Call& call, uint64_t salt, int nranks, size_t element
         uint64_t x = h & maskOf(t);
         if (op == snclProd) {  // small factors (they still overflow and wrap over 8 ranks)
           x = static_cast<uint64_t>(isSigned(t) ? static_cast<int64_t>(h % 9) - 4 : static_cast<int64_t>(h % 5)) & maskOf(t);
+        } else if (op == snclBand || op == snclBor) {
+          // Denser or sparser bits, so that and/or over 8 ranks are not all zeros or ones.
+          const uint64_t g = hash(h + 2);
+          x = (op == snclBand ? h | g : h & g) & maskOf(t);
+        } else if (op == snclLand || op == snclLor || op == snclLxor) {
+          // Zeros at a density the element draws (the same on every rank: 1/16, 1/2 or
+          // 15/16), so that every outcome occurs on any number of ranks; a nonzero value is
+          // often a single high bit, which a test of the low byte alone misses.
+          const uint64_t density = hash(salt ^ i ^ 0x10ca1) % 3, z = h >> 8 & 15;
+          const bool zero = density == 0 ? z == 0 : density == 1 ? z < 8 : z != 15;
+          x = zero ? 0 : (h & 1) ? (1ull << (h >> 16) % static_cast<uint64_t>(bitsOf(t))) : (x ? x : 1);
         }
         memcpy(dst, &x, elem_);  // little-endian: the low bytes are the value
         bits[r] = x;
@@ -160,6 +171,12 @@ Reference::Reference(const Call& call, uint64_t salt, int nranks, size_t element
         if (op == kPreMulSum) x = x * static_cast<uint64_t>(static_cast<int64_t>(scalar[r])) & mask;
         if (r == 0) acc = x;
         else if (op == snclProd) acc = acc * x & mask;
+        else if (op == snclBand) acc &= x;
+        else if (op == snclBor) acc |= x;
+        else if (op == snclBxor) acc ^= x;
+        else if (op == snclLand) acc = acc != 0 && x != 0;
+        else if (op == snclLor) acc = acc != 0 || x != 0;
+        else if (op == snclLxor) acc = (acc != 0) != (x != 0);
         else if (op == snclMax || op == snclMin) {
           const bool greater = isSigned(t) ? signedOf(t, x) > signedOf(t, acc) : x > acc;
           const bool less = isSigned(t) ? signedOf(t, x) < signedOf(t, acc) : x < acc;

@@ -3,7 +3,8 @@
 //
 // Integers take any value and wrap (two's complement, as lib/exec/reduce.h promises); the
 // reference folds them in uint64 arithmetic masked to the type's width, and avg divides
-// the wrapped sum by nranks truncating toward zero. Floats are chosen so that every
+// the wrapped sum by nranks truncating toward zero. Band/bor get denser/sparser bits, and
+// the logical ops zeros at a density drawn per element, so that every outcome occurs. Floats are chosen so that every
 // partial result is exact in the type whatever order the ranks combine them in:
 // sum/avg/premulsum inputs are integer multiples of a power of two q whose magnitudes
 // add up to at most 2^(mantissa+1) quanta, products are +-2^k whose exponents add up

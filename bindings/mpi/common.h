@@ -1,0 +1,83 @@
+// What every served call of libsncl_mpi.so shares: the call kinds and their counters
+// (SNCL_MPI_DEBUG), the choice between sncl and PMPI, and the way a served call runs:
+// queued on its communicator's sncl stream, then waited for (blocking forms) or handed back
+// as an MPI generalized request (nonblocking forms, bindings/mpi/requests.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bindings/mpi/types.h"
+#include "sncl/sncl.h"
+#include "sncl/sncl_ext.h"
+
+namespace sncl_mpi {
+
+// Blocking kinds first; the nonblocking form of kind k is k + kNumBlocking.
+enum Kind {
+  kAllreduce, kReduce, kBcast, kAllgather, kAllgatherv, kAlltoall, kAlltoallv, kGather, kGatherv, kScatter,
+  kScatterv, kReduceScatter, kReduceScatterBlock, kScan, kExscan, kBarrier, kNumBlocking,
+  kNumKinds = 2 * kNumBlocking
+};
+const char* kindName(int k);  // "MPI_Allreduce", "MPI_Iallreduce", ...
+
+int debugLevel();
+int worldRank();
+
+// Counts a call; a fallback's reason is logged once per (kind, reason) at SNCL_MPI_DEBUG=1,
+// every call at 2.
+void noteSncl(Kind k, size_t bytes);
+void noteMpi(Kind k, const char* why);
+// Per kind: calls by sncl and by MPI, and the share served, on stderr (MPI_Finalize).
+void printCounts();
+
+int rankIn(MPI_Comm comm);
+int sizeOf(MPI_Comm comm);
+
+// Why served() refused a communicator (MPI_COMM_NULL and calls outside MPI_Init and
+// MPI_Finalize too, which PMPI then reports).
+constexpr const char* kCommWhy = "intercommunicator, failed sncl init, or MPI not initialized";
+
+// The sncl comm and stream serving an MPI communicator.
+struct Target {
+  snclComm_t comm;
+  snclStream_t stream;
+};
+// nullopt when MPI serves comm (not initialized, finalized, null, intercommunicator, an
+// init that failed on some rank).
+std::optional<Target> served(MPI_Comm comm);
+
+// What a queued call needs until it ran: converted count arrays, a scratch buffer, and a
+// step to run once it finished (moving an in-place result into place).
+struct Job {
+  std::vector<size_t> arrays;
+  std::vector<unsigned char> scratch;
+  std::function<void()> after;
+};
+
+using Enqueue = std::function<snclResult_t(const Target&, Job&)>;
+
+// Runs a served call: enqueue queues it on t.stream; with req == nullptr waits for it
+// (and everything queued before it on the stream), otherwise *req becomes a generalized
+// request that MPI_Wait/Test (intercepted) complete. An sncl failure calls comm's error
+// handler with MPI_ERR_OTHER, as MPI would on a failed collective.
+int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue);
+
+// Waits until query() is no longer snclInProgress and returns its answer, calling into MPI
+// meanwhile: a peer may need this rank's MPI progress (a rendezvous send to a receive this
+// rank posted) before it reaches the sncl call this rank waits for, as MPI's progress rule
+// allows. Yields first, then sleeps in short steps. Bounded by the sncl comm's deadlines,
+// which end every queued call.
+snclResult_t waitProgressing(const std::function<snclResult_t()>& query);
+
+// sncl failed: says so, calls comm's error handler, returns MPI_ERR_OTHER.
+int failed(snclResult_t r, Kind k, MPI_Comm comm);
+
+// The nonblocking kind of k when req is given.
+inline Kind kindOf(Kind k, const MPI_Request* req) { return req ? static_cast<Kind>(k + kNumBlocking) : k; }
+
+}  // namespace sncl_mpi

@@ -1,0 +1,14 @@
+/* The parts of the drop-in test program (mpi_program.c, mpi_program_more.c). */
+#ifndef SNCL_TESTS_DROPIN_MPI_PROGRAM_H_
+#define SNCL_TESTS_DROPIN_MPI_PROGRAM_H_
+
+#include <mpi.h>
+#include <stddef.h>
+
+/* Keeps a digest of buf[0..bytes) under name (which must outlive the program's end). */
+void record(const char* name, const void* buf, size_t bytes);
+/* The v-forms, prefix reductions, gather/scatter at every root, bitwise ops, contiguous
+ * derived types, and the nonblocking form of every served call; counts drawn from seed. */
+void more(MPI_Comm comm, unsigned seed);
+
+#endif
