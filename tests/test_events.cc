@@ -1,6 +1,7 @@
 // Events on streams: many calls queued, one event after each, polled and waited on out of
 // order; an event covering a failed call reports its error while an earlier one stays
-// clean; misuse (destroyed events, destroyed streams, NULL) is refused.
+// clean; misuse (destroyed events, destroyed streams, NULL) is refused. The comm's wait
+// hook, which runs while a call waits for peers.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -139,6 +140,47 @@ TEST_CASE("an event covering a failed call reports its error; an earlier one sta
     if (rank == 0) snclCommAbort(comm);
     else snclCommDestroy(comm);
     if (bad) std::fprintf(stderr, "rank %d: %d wrong answers\n", rank, bad);
+    return bad ? 1 : 0;
+  });
+  CHECK(test::allSucceeded(exits));
+}
+
+// The wait hook: called on the thread running the call while it waits for a late peer, never
+// after it is removed; a NULL comm is refused.
+TEST_CASE("the wait hook runs while a call waits for a peer, on the calling thread", "[events][hook]") {
+  auto exits = test::runRanks(2, [](int rank, int n, const snclUniqueId& id) {
+    snclComm_t comm = nullptr;
+    if (snclCommInitRank(&comm, n, id, rank) != snclSuccess) return 2;
+    struct Seen {
+      int calls = 0;
+      bool otherThread = false;
+      std::thread::id caller = std::this_thread::get_id();
+    } seen;
+    auto hook = [](void* user) {
+      auto* s = static_cast<Seen*>(user);
+      ++s->calls;
+      s->otherThread |= std::this_thread::get_id() != s->caller;
+    };
+    int bad = 0;
+    bad += snclCommSetWaitHook(nullptr, hook, &seen) != snclInvalidArgument;
+    int32_t x[16] = {}, y[16] = {};
+    for (bool withHook : {true, false}) {
+      if (rank == 0) bad += snclCommSetWaitHook(comm, withHook ? +hook : nullptr, &seen) != snclSuccess;
+      // Rank 1 comes late, so rank 0 waits in its first step for a while.
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int before = seen.calls;
+      bad += snclAllReduce(x, y, 16, snclInt32, snclSum, comm, nullptr) != snclSuccess;
+      if (rank == 0 && withHook && seen.calls == before) {
+        std::fprintf(stderr, "the hook was not called while rank 0 waited 100 ms\n");
+        ++bad;
+      }
+      if (rank == 0 && !withHook && seen.calls != before) {
+        std::fprintf(stderr, "a removed hook was called %d times\n", seen.calls - before);
+        ++bad;
+      }
+    }
+    bad += seen.otherThread;
+    bad += snclCommDestroy(comm) != snclSuccess;
     return bad ? 1 : 0;
   });
   CHECK(test::allSucceeded(exits));

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "bindings/mpi/common.h"
 #include "bindings/mpi/requests.h"
 
 namespace sncl_mpi {
@@ -80,6 +81,7 @@ Entry* build(MPI_Comm comm) {
                  snclGetLastError(nullptr));
     c = nullptr;
   }
+  if (c) snclCommSetWaitHook(c, waitHook, nullptr);
   if (c && snclStreamCreate(&s) != snclSuccess) {
     std::fprintf(stderr, "sncl_mpi: rank %d: no sncl stream (%s); this communicator uses MPI\n", rank,
                  snclGetLastError(nullptr));

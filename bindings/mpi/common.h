@@ -1,7 +1,8 @@
 // What every served call of libsncl_mpi.so shares: the call kinds and their counters
 // (SNCL_MPI_DEBUG), the choice between sncl and PMPI, and the way a served call runs:
-// queued on its communicator's sncl stream, then waited for (blocking forms) or handed back
-// as an MPI generalized request (nonblocking forms, bindings/mpi/requests.h).
+// blocking forms on the caller's thread when nothing is queued on the communicator's sncl
+// stream, else queued on it and waited for; nonblocking forms queued and handed back as an
+// MPI generalized request (bindings/mpi/requests.h).
 #pragma once
 
 #include <mpi.h>
@@ -61,9 +62,10 @@ struct Job {
 
 using Enqueue = std::function<snclResult_t(const Target&, Job&)>;
 
-// Runs a served call: enqueue queues it on t.stream; with req == nullptr waits for it
-// (and everything queued before it on the stream), otherwise *req becomes a generalized
-// request that MPI_Wait/Test (intercepted) complete. An sncl failure calls comm's error
+// Runs a served call: with req == nullptr, at once on this thread if t.stream is idle (enqueue
+// gets a null stream), else queued on t.stream and waited for (with everything queued before
+// it); otherwise queued, and *req becomes a generalized request that MPI_Wait/Test
+// (intercepted) complete. An sncl failure calls comm's error
 // handler with MPI_ERR_OTHER, as MPI would on a failed collective.
 int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue);
 
@@ -73,6 +75,10 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
 // allows. Yields first, then sleeps in short steps. Bounded by the sncl comm's deadlines,
 // which end every queued call.
 snclResult_t waitProgressing(const std::function<snclResult_t()>& query);
+
+// The sncl comms' wait hook (snclCommSetWaitHook): drives MPI's progress while a blocking
+// call that run() runs on the application's thread waits for peers.
+void waitHook(void* user);
 
 // sncl failed: says so, calls comm's error handler, returns MPI_ERR_OTHER.
 int failed(snclResult_t r, Kind k, MPI_Comm comm);

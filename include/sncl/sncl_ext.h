@@ -155,6 +155,14 @@ typedef struct {
  * that a call holds. The fields describe one call consistently. */
 snclResult_t snclCommGetStatus(snclComm_t comm, snclCommStatus_t* out);
 
+/* A function that the thread running a call on comm calls while the call waits for peers
+ * (after a short spin, then between sleeps of at most a few hundred microseconds), so that
+ * a runtime sncl is embedded in makes its own progress meanwhile: the MPI drop-in drives
+ * MPI's progress engine, which a peer may need before it can join the call. It runs on
+ * whichever thread runs the call (the caller's or a stream's), must return quickly and
+ * must not call sncl on comm. hook NULL removes it. */
+snclResult_t snclCommSetWaitHook(snclComm_t comm, void (*hook)(void* user), void* user);
+
 /* Variable-count collectives (MPI's v-forms). Counts and displacements are in elements of
  * datatype, indexed by rank; the arrays are read during the call (a call queued on a stream
  * keeps its own copy). In place as MPI_IN_PLACE maps: AllGatherV with sendbuff ==

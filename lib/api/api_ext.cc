@@ -75,6 +75,13 @@ SNCL_API snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* o
   return snclSuccess;
 }
 
+SNCL_API snclResult_t snclCommSetWaitHook(snclComm_t comm, void (*hook)(void* user), void* user) {
+  SNCL_CHECK(sncl::api::checkComm(comm, "snclCommSetWaitHook"));
+  std::lock_guard<std::mutex> lock(comm->runMutex);  // read by the running call
+  if (comm->executor) comm->executor->setWaitHook({hook, hook ? user : nullptr});
+  return snclSuccess;
+}
+
 SNCL_API snclResult_t snclCommExplainPlan(snclComm_t comm, const char* collective, size_t bytes, char* plan,
                                           size_t planLen, double* estimateUs) {
   SNCL_CHECK(sncl::api::checkComm(comm, "snclCommExplainPlan"));

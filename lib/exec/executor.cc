@@ -173,6 +173,7 @@ Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
       continue;
     }
     if (++idle < kSpinPolls) continue;
+    if (waitHook_.fn) waitHook_.fn(waitHook_.user);
     if (interrupt_.check && interrupt_.check(interrupt_.ctx)) {
       interrupted_ = true;
       return snclRemoteError;

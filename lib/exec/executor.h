@@ -41,6 +41,13 @@ class Executor {
     void* ctx = nullptr;
   };
   void setInterrupt(Interrupt i) { interrupt_ = i; }
+  // Called while a step waits, as often as Interrupt (snclCommSetWaitHook): lets a runtime
+  // sncl is embedded in make its own progress meanwhile.
+  struct WaitHook {
+    void (*fn)(void* user) = nullptr;
+    void* user = nullptr;
+  };
+  void setWaitHook(WaitHook h) { waitHook_ = h; }
   bool interrupted() const { return interrupted_; }
   // Steps that waited over a quarter of the deadline without progress, then went on.
   uint64_t stalls() const { return stalls_; }
@@ -88,6 +95,7 @@ class Executor {
   std::vector<Pending> pending_;        // reused across steps: no allocation once warm
   std::vector<SinkTarget> sinks_;
   Interrupt interrupt_;
+  WaitHook waitHook_;
   bool interrupted_ = false;
   int failedPeer_ = -1;
   uint64_t stalls_ = 0;
