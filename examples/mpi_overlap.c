@@ -6,11 +6,16 @@
  * Measures (median of reps, slowest rank) compute alone, the all-reduce alone, and both
  * overlapped, and prints the overlap fraction: (compute + comm - both) / min(compute, comm)
  * (1: the shorter one hid completely; 0: none). During the compute loop the program calls
- * MPI_Test every chunk, as overlapping programs do to let MPI make progress. */
+ * MPI_Test every chunk, as overlapping programs do to let MPI make progress.
+ * --compute cpu (default): the compute is a loop on this rank's core, which communication
+ * running on the CPU competes with. --compute device: the compute runs on an accelerator
+ * and the host thread waits for it (emulated: sleeps in 100 us slices, calling MPI_Test
+ * between them), as a training framework's host thread does while its kernels run. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static double work(float* a, size_t n, int passes, MPI_Request* req) {
   const size_t chunk = 1 << 16;
@@ -28,6 +33,19 @@ static double work(float* a, size_t n, int passes, MPI_Request* req) {
   return s;
 }
 
+/* The host's side of `seconds` of accelerator compute. */
+static void deviceWork(double seconds, MPI_Request* req) {
+  const double end = MPI_Wtime() + seconds;
+  const struct timespec slice = {0, 100000};
+  while (MPI_Wtime() < end) {
+    nanosleep(&slice, NULL);
+    if (req && *req != MPI_REQUEST_NULL) {
+      int flag = 0;
+      MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    }
+  }
+}
+
 static int cmpd(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
@@ -42,15 +60,17 @@ static double median(double* t, int reps) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank, n, mib = 16, reps = 5;
+  int rank, n, mib = 16, reps = 5, device = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--mib")) mib = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--compute")) device = !strcmp(argv[i + 1], "device") ? 1 : strcmp(argv[i + 1], "cpu") ? -1 : 0;
+    else device = -1;
   }
-  if (mib < 1 || reps < 1 || reps > 100) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_overlap [--mib N] [--reps R<=100]\n");
+  if (mib < 1 || reps < 1 || reps > 100 || device < 0 || argc % 2 == 0) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_overlap [--mib N] [--reps R<=100] [--compute cpu|device]\n");
     MPI_Finalize();
     return 2;
   }
@@ -88,7 +108,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < reps; ++r) {
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
-    sink += work(act, workN, passes, NULL);
+    if (device) deviceWork(passes * onePass, NULL);
+    else sink += work(act, workN, passes, NULL);
     tc[r] = MPI_Wtime() - t0;
 
     for (size_t i = 0; i < count; ++i) grad[i] = (float)((i + (size_t)rank) % 7);
@@ -96,7 +117,8 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
     MPI_Iallreduce(MPI_IN_PLACE, grad, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
-    sink += work(act, workN, passes, &req);
+    if (device) deviceWork(passes * onePass, &req);
+    else sink += work(act, workN, passes, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     tb[r] = MPI_Wtime() - t0;
     /* Every element is a sum of small integers: exact. */
@@ -115,7 +137,8 @@ int main(int argc, char** argv) {
     const double shorter = compute < comm ? compute : comm;
     double overlap = (compute + comm - both) / shorter;
     overlap = overlap < 0 ? 0 : overlap > 1 ? 1 : overlap;
-    printf("mpi_overlap: %d ranks, %d MiB float sum, %d reps (median of the slowest rank)\n", n, mib, reps);
+    printf("mpi_overlap: %d ranks, %d MiB float sum, %d reps (median of the slowest rank), %s compute\n", n, mib,
+           reps, device ? "device" : "cpu");
     printf("  compute alone   %8.2f ms\n  allreduce alone %8.2f ms\n  overlapped      %8.2f ms\n", compute * 1e3,
            comm * 1e3, both * 1e3);
     printf("  overlap fraction %.2f   results %s\n", overlap, bad ? "WRONG" : "correct");
