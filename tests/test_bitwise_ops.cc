@@ -148,14 +148,6 @@ struct Runner {
   }
 };
 
-int initWithAlgo(snclComm_t* comm, int nranks, const snclUniqueId& id, int rank, const char* algo) {
-  setenv("SNCL_ALGO", algo, 1);
-  const snclResult_t r = snclCommInitRank(comm, nranks, id, rank);
-  unsetenv("SNCL_ALGO");
-  if (r != snclSuccess) fprintf(stderr, "rank %d: init (%s) failed: %s\n", rank, algo, snclGetLastError(nullptr));
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("bitwise and logical ops are exact across processes", "[collectives][process][bitwise]") {
@@ -167,12 +159,7 @@ TEST_CASE("bitwise and logical ops are exact across processes", "[collectives][p
     auto exits = test::runRanks(nranks, [seed](int rank, int n, const snclUniqueId& id) {
       setenv("SNCL_CHUNK_SIZE", kChunkBytes, 1);
       snclComm_t direct = nullptr, pipelined = nullptr;
-      if (initWithAlgo(&direct, n, id, rank, "direct")) return 2;
-      // The second comm meets through a unique id sent over the first.
-      snclUniqueId id2;
-      if (rank == 0 && snclGetUniqueId(&id2) != snclSuccess) return 2;
-      if (snclBroadcast(&id2, &id2, sizeof(id2), snclUint8, 0, direct, nullptr) != snclSuccess) return 2;
-      if (initWithAlgo(&pipelined, n, id2, rank, "ring,chain")) return 2;
+      if (test::initDirectAndPipelined(n, id, rank, &direct, &pipelined)) return 2;
       Runner d{direct, rank, n, "direct"}, p{pipelined, rank, n, "ring/chain"};
       d.matrix(seed * 2 + uint64_t(n));
       p.matrix(seed * 2 + uint64_t(n) + 1000);

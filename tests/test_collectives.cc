@@ -178,14 +178,6 @@ struct Matrix {
   }
 };
 
-int initWithAlgo(snclComm_t* comm, int nranks, const snclUniqueId& id, int rank, const char* algo) {
-  setenv("SNCL_ALGO", algo, 1);
-  snclResult_t r = snclCommInitRank(comm, nranks, id, rank);
-  unsetenv("SNCL_ALGO");
-  if (r != snclSuccess) fprintf(stderr, "rank %d: init (%s) failed: %s\n", rank, algo, snclGetLastError(nullptr));
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("every collective, datatype and op is exact across processes", "[collectives][process]") {
@@ -194,12 +186,7 @@ TEST_CASE("every collective, datatype and op is exact across processes", "[colle
     auto exits = test::runRanks(nranks, [](int rank, int n, const snclUniqueId& id) {
       setenv("SNCL_CHUNK_SIZE", kChunkBytes, 1);
       snclComm_t direct = nullptr, pipelined = nullptr;
-      if (initWithAlgo(&direct, n, id, rank, "direct")) return 2;
-      // The second comm meets through a unique id sent over the first.
-      snclUniqueId id2;
-      if (rank == 0 && snclGetUniqueId(&id2) != snclSuccess) return 2;
-      if (snclBroadcast(&id2, &id2, sizeof(id2), snclUint8, 0, direct, nullptr) != snclSuccess) return 2;
-      if (initWithAlgo(&pipelined, n, id2, rank, "ring,chain")) return 2;
+      if (test::initDirectAndPipelined(n, id, rank, &direct, &pipelined)) return 2;
       int failures = 0;
       {
         Matrix d(direct, rank, n, "direct", kCounts.back());

@@ -10,8 +10,6 @@
 namespace sncl_mpi {
 namespace {
 
-char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 
 int allreduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* req) {
   const Kind k = kindOf(kAllreduce, req);

@@ -152,18 +152,20 @@ snclResult_t waitProgressing(const std::function<snclResult_t()>& query) {
 }
 
 int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue) {
-  if (!job) job = std::make_unique<Job>();
   if (!req && snclStreamQuery(t.stream) == snclSuccess) {
     // Blocking with nothing queued on the stream (nor failed there): run it on this
     // thread, which saves two thread hand-offs per call (the bulk of a small call's time
     // through the stream). MPI's progress goes on from sncl's waits through waitHook.
+    Job none;  // a call without arrays or scratch allocates nothing here
+    Job& j = job ? *job : none;
     runningInline = true;
-    snclResult_t r = enqueue(Target{t.comm, nullptr}, *job);
+    snclResult_t r = enqueue(Target{t.comm, nullptr}, j);
     runningInline = false;
     if (r != snclSuccess) return failed(r, k, comm);
-    if (job->after) job->after();
+    if (j.after) j.after();
     return MPI_SUCCESS;
   }
+  if (!job) job = std::make_unique<Job>();
   snclResult_t r = enqueue(t, *job);
   if (r != snclSuccess) return failed(r, k, comm);
   if (req) return startRequest(k, comm, t, std::move(job), req);

@@ -60,7 +60,19 @@ struct Job {
   std::function<void()> after;
 };
 
-using Enqueue = std::function<snclResult_t(const Target&, Job&)>;
+// The call that queues (or runs) a served collective: a reference to the caller's lambda,
+// used only during run(), so that a call neither copies nor allocates it.
+class Enqueue {
+ public:
+  template <class F>
+  Enqueue(const F& f)  // NOLINT: implicit, as a lambda is passed
+      : fn_(&f), call_([](const void* fn, const Target& t, Job& job) { return (*static_cast<const F*>(fn))(t, job); }) {}
+  snclResult_t operator()(const Target& t, Job& job) const { return call_(fn_, t, job); }
+
+ private:
+  const void* fn_;
+  snclResult_t (*call_)(const void*, const Target&, Job&);
+};
 
 // Runs a served call: with req == nullptr, at once on this thread if t.stream is idle (enqueue
 // gets a null stream), else queued on t.stream and waited for (with everything queued before
@@ -82,6 +94,10 @@ void waitHook(void* user);
 
 // sncl failed: says so, calls comm's error handler, returns MPI_ERR_OTHER.
 int failed(snclResult_t r, Kind k, MPI_Comm comm);
+
+// p advanced by bytes (an MPI buffer at a byte offset).
+inline char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+inline const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 
 // The nonblocking kind of k when req is given.
 inline Kind kindOf(Kind k, const MPI_Request* req) { return req ? static_cast<Kind>(k + kNumBlocking) : k; }

@@ -20,7 +20,28 @@ bool toBytes(const int* v, int n, size_t elem, size_t* out) {
   return true;
 }
 
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+// Gatherv's and Scatterv's checks: the root's counts and displacements (of rootType) into
+// job's arrays, then this rank's own block (myCount of myType; the root's own entry when
+// in place), which must match the root's entry for it at the root. nullptr, or why MPI
+// serves the call.
+const char* rootedLayout(bool isRoot, bool inPlace, int n, int root, const int* counts, const int* displs,
+                         MPI_Datatype rootType, int myCount, MPI_Datatype myType, Job* job, size_t* mine) {
+  *mine = 0;
+  if (isRoot) {
+    const size_t elem = plainBytes(rootType);
+    job->arrays.resize(2 * static_cast<size_t>(n));
+    if (!elem) return "datatype not contiguous";
+    if (!toBytes(counts, n, elem, job->arrays.data()) || !toBytes(displs, n, elem, job->arrays.data() + n))
+      return "negative count";
+    *mine = job->arrays[static_cast<size_t>(root)];
+  }
+  if (inPlace) return nullptr;
+  const size_t elem = plainBytes(myType);
+  if (!elem) return "datatype not contiguous";
+  if (myCount < 0 || (isRoot && static_cast<size_t>(myCount) * elem != *mine)) return "send and receive sizes differ";
+  *mine = static_cast<size_t>(myCount) * elem;
+  return nullptr;
+}
 
 int allgatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int* rcounts, const int* displs,
                MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
@@ -90,21 +111,7 @@ int gatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int*
   const bool ip = isRoot && sb == MPI_IN_PLACE;
   auto job = std::make_unique<Job>();
   size_t mine = 0;
-  if (!why && isRoot) {
-    const size_t relem = plainBytes(rtype);
-    job->arrays.resize(2 * static_cast<size_t>(n));
-    if (!relem) why = "datatype not contiguous";
-    else if (!toBytes(rcounts, n, relem, job->arrays.data()) || !toBytes(displs, n, relem, job->arrays.data() + n))
-      why = "negative count";
-    else mine = job->arrays[root];
-  }
-  if (!why && !ip) {
-    const size_t selem = plainBytes(stype);
-    if (!selem) why = "datatype not contiguous";
-    else if (scount < 0 || (isRoot && static_cast<size_t>(scount) * selem != mine))
-      why = "send and receive sizes differ";
-    else mine = static_cast<size_t>(scount) * selem;
-  }
+  if (!why) why = rootedLayout(isRoot, ip, n, root, rcounts, displs, rtype, scount, stype, job.get(), &mine);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
@@ -129,21 +136,7 @@ int scatterv(const void* sb, const int* scounts, const int* displs, MPI_Datatype
   const bool ip = isRoot && rb == MPI_IN_PLACE;
   auto job = std::make_unique<Job>();
   size_t mine = 0;
-  if (!why && isRoot) {
-    const size_t selem = plainBytes(stype);
-    job->arrays.resize(2 * static_cast<size_t>(n));
-    if (!selem) why = "datatype not contiguous";
-    else if (!toBytes(scounts, n, selem, job->arrays.data()) || !toBytes(displs, n, selem, job->arrays.data() + n))
-      why = "negative count";
-    else mine = job->arrays[root];
-  }
-  if (!why && !ip) {
-    const size_t relem = plainBytes(rtype);
-    if (!relem) why = "datatype not contiguous";
-    else if (rcount < 0 || (isRoot && static_cast<size_t>(rcount) * relem != mine))
-      why = "send and receive sizes differ";
-    else mine = static_cast<size_t>(rcount) * relem;
-  }
+  if (!why) why = rootedLayout(isRoot, ip, n, root, scounts, displs, stype, rcount, rtype, job.get(), &mine);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);

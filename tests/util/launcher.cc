@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -154,6 +155,22 @@ int countShmSegments() {
   }
   closedir(d);
   return n;
+}
+
+snclResult_t initWithAlgo(snclComm_t* comm, int nranks, const snclUniqueId& id, int rank, const char* algo) {
+  setenv("SNCL_ALGO", algo, 1);
+  const snclResult_t r = snclCommInitRank(comm, nranks, id, rank);
+  unsetenv("SNCL_ALGO");
+  if (r != snclSuccess) fprintf(stderr, "rank %d: init (%s) failed: %s\n", rank, algo, snclGetLastError(nullptr));
+  return r;
+}
+
+int initDirectAndPipelined(int nranks, const snclUniqueId& id, int rank, snclComm_t* direct, snclComm_t* pipelined) {
+  if (initWithAlgo(direct, nranks, id, rank, "direct") != snclSuccess) return 2;
+  snclUniqueId id2;
+  if (rank == 0 && snclGetUniqueId(&id2) != snclSuccess) return 2;
+  if (snclBroadcast(&id2, &id2, sizeof(id2), snclUint8, 0, *direct, nullptr) != snclSuccess) return 2;
+  return initWithAlgo(pipelined, nranks, id2, rank, "ring,chain") != snclSuccess ? 2 : 0;
 }
 
 }  // namespace sncl::test

@@ -26,6 +26,14 @@ std::vector<RankExit> runRanks(int nranks,
 // True when every rank exited with 0; otherwise prints which did not.
 bool allSucceeded(const std::vector<RankExit>& exits);
 
+// Joins a comm whose planner may use only the algorithms in algo (SNCL_ALGO's syntax);
+// prints why on failure. Returns the result.
+snclResult_t initWithAlgo(snclComm_t* comm, int nranks, const snclUniqueId& id, int rank, const char* algo);
+// Two comms of the same ranks, so that one test covers both kinds of schedule: *direct
+// (one-shot "direct" only) and *pipelined ("ring,chain": small counts cross several
+// chunks), which meets through a unique id broadcast over the first. 0 on success.
+int initDirectAndPipelined(int nranks, const snclUniqueId& id, int rank, snclComm_t* direct, snclComm_t* pipelined);
+
 // Counts the shm segments in /dev/shm that this process or a rank process it launched
 // made (other programs on the machine may hold segments of their own meanwhile).
 int countShmSegments();
