@@ -4,6 +4,8 @@
 //   sncl-sim --topo FILE [--ranks N] [--coll allreduce] [--size 1G] [--dtype float32]
 //            [--algo auto|ring|direct|chain|tree|hd|hier] [--faults SPEC] [--engine auto|exact|aggregated]
 //            [--mem-gbs F] [--chunk BYTES] [--eager-bytes B] [--reps N] [--json]
+//   sncl-sim --init (--topo FILE | --ranks N) [--init-latency-us L] [--init-gbs B]
+//   sncl-sim --topo FILE --train params=7e9,tokens=4M,... [--algo A] [--faults SPEC]
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -15,7 +17,9 @@
 #include <string>
 
 #include "lib/exec/reduce.h"
+#include "lib/sim/bootstrap_model.h"
 #include "lib/sim/faults.h"
+#include "lib/sim/training.h"
 #include "lib/sim/workload.h"
 #include "lib/topo/topo_file.h"
 #include "sncl/sncl_ext.h"
@@ -46,6 +50,13 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --reps N           run the simulation N times (wall time is the mean; default 1)
   --json             one JSON object on stdout instead of the table
   --version          the library's version and git revision
+  --init             instead of a collective: the comm init's bootstrap at --ranks N (or
+                     the topology's endpoints), modeled: messages per rank, bytes, time
+  --init-latency-us L, --init-gbs B
+                     the host network the bootstrap's TCP runs on (default 25 us, 12.5 GB/s)
+  --train SPEC       instead of a collective: one data-parallel training step, e.g.
+                     params=7e9,tokens=4M,peak=400,eff=0.5,grad-bytes=2,bucket=25M (defaults
+                     as shown); the gradient All-Reduce uses --algo, --faults, --mem-gbs
 )";
 
 int usage(const std::string& why) {
@@ -75,6 +86,78 @@ double cpuSeconds() {
 
 std::string rankName(const topo::Graph& g, int r) { return fmt::format("{} ({})", r, g.vertexName(g.rankVertex(r))); }
 
+int printInit(int n, const sim::BootstrapNet& net, bool json) {
+  sim::BootstrapModel m;
+  if (sim::modelBootstrap(n, sim::initGatherBytes(), net, &m) != snclSuccess) return error(lastError());
+  if (json) {
+    nlohmann::json j;
+    j["ranks"] = n;
+    j["tree_depth"] = m.depth;
+    j["messages_per_rank_max"] = m.maxMessages;
+    j["messages_per_rank_mean"] = m.meanMessages;
+    j["messages_total"] = m.totalMessages;
+    j["messages_sent_per_level"] = m.sentPerLevel;
+    j["bytes"] = m.bytes;
+    j["root_bytes"] = m.rootBytes;
+    j["rendezvous_us"] = m.rendezvousUs;
+    j["allgathers_us"] = m.gatherUs;
+    j["init_us"] = m.timeUs;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("init       {} ranks, bootstrap tree depth {}, host network {} us + bytes / {} GB/s\n", n, m.depth,
+             net.latencyUs, net.gbs);
+  fmt::print("messages   per rank (sent + received): max {}, mean {:.2f}; total sent {}\n", m.maxMessages,
+             m.meanMessages, m.totalMessages);
+  fmt::print("per level  sent by the ranks at tree depth 0..{}: {}\n", m.depth, fmt::join(m.sentPerLevel, " "));
+  fmt::print("bytes      {:.4g} sent in all, {:.4g} of them by the rendezvous root (the address tables)\n", m.bytes,
+             m.rootBytes);
+  fmt::print("time       {:.1f} us modeled: rendezvous {:.1f} us, all-gathers {:.1f} us\n", m.timeUs, m.rendezvousUs,
+             m.gatherUs);
+  return 0;
+}
+
+int printTraining(const topo::Graph& g, int n, const std::string& text, const std::string& algo, double memGBs,
+                  const std::string& faults, bool json) {
+  sim::TrainingSpec spec;
+  spec.algorithm = algo;
+  spec.memGBs = memGBs;
+  if (sim::parseTrainingSpec(text, &spec) != snclSuccess) return usage(lastError());
+  sim::TrainingResult r;
+  if (sim::modelTrainingStep(g, n, spec, &r) != snclSuccess) return error(lastError());
+  if (json) {
+    nlohmann::json j;
+    j["topology"] = g.name();
+    j["accelerators"] = n;
+    j["faults"] = faults;
+    j["params"] = spec.params;
+    j["tokens"] = spec.tokens;
+    j["peak_tflops"] = spec.peakTflops;
+    j["compute_efficiency"] = spec.computeEfficiency;
+    j["grad_bytes_per_param"] = spec.gradBytesPerParam;
+    j["bucket_bytes"] = spec.bucketBytes;
+    j["algorithm"] = r.algorithm;
+    j["compute_us"] = r.computeUs;
+    j["buckets"] = r.buckets;
+    j["bucket_allreduce_us"] = r.bucketUs;
+    j["comm_us"] = r.commUs;
+    j["exposed_us"] = r.exposedUs;
+    j["step_us"] = r.stepUs;
+    j["utilization"] = r.utilization;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("training   {} on {} accelerators{}: N={:.3g} params, D={:.3g} tokens, peak {} TFLOP/s x {}\n", g.name(), n,
+             faults.empty() ? "" : ", faults: " + faults, spec.params, spec.tokens, spec.peakTflops,
+             spec.computeEfficiency);
+  fmt::print("compute    {:.3f} ms (6ND = {:.4g} FLOP)\n", r.computeUs / 1e3, r.flopPerStep);
+  fmt::print("gradients  {} buckets of {} B ({} B/param), All-Reduce {} : {:.3f} ms per bucket, {:.3f} ms in all\n",
+             r.buckets, spec.bucketBytes, spec.gradBytesPerParam, r.algorithm, r.bucketUs / 1e3, r.commUs / 1e3);
+  fmt::print("step       {:.3f} ms, exposed communication {:.3f} ms, U = {:.3f}\n", r.stepUs / 1e3, r.exposedUs / 1e3,
+             r.utilization);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +165,9 @@ int main(int argc, char** argv) {
   size_t bytes = size_t(1) << 30, chunk = size_t(1) << 20, eager = size_t(4) << 20;
   long ranks = -1, reps = 1;
   double memGBs = 400;
-  bool json = false;
+  bool json = false, init = false;
+  std::string train;
+  sim::BootstrapNet hostNet;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string* v) {
@@ -92,10 +177,18 @@ int main(int argc, char** argv) {
     };
     std::string v;
     if (a == "--json") json = true;
+    else if (a == "--init") init = true;
     else if (a == "--help" || a == "-h") return fmt::print("{}", kUsage), 0;
     else if (a == "--version") return fmt::print("sncl-sim {}\n", snclGetBuildVersion()), 0;
     else if (!value(&v)) return usage(fmt::format("unknown option or missing value: {}", a));
     else if (a == "--topo") topoFile = v;
+    else if (a == "--train") train = v;
+    else if (a == "--init-latency-us" || a == "--init-gbs") {
+      char* e = nullptr;
+      double x = strtod(v.c_str(), &e);
+      if (*e || v.empty() || !(x >= 0) || x > 1e9 || (a == "--init-gbs" && x == 0)) return usage(fmt::format("bad {} {}", a, v));
+      (a == "--init-gbs" ? hostNet.gbs : hostNet.latencyUs) = x;
+    }
     else if (a == "--faults") faults = v;
     else if (a == "--engine") engine = v;
     else if (a == "--algo") algo = v;
@@ -121,6 +214,8 @@ int main(int argc, char** argv) {
       return usage("unknown option " + a);
     }
   }
+  if (init && !train.empty()) return usage("--init and --train are separate runs");
+  if (init && topoFile.empty() && ranks > 0) return printInit(int(ranks), hostNet, json);
   if (topoFile.empty()) return usage("--topo is required");
   if (engine != "auto" && engine != "exact" && engine != "aggregated") return usage("bad --engine " + engine);
   sim::WorkloadSpec spec;
@@ -141,6 +236,9 @@ int main(int argc, char** argv) {
   const int n = ranks < 0 ? g.rankCount() : int(ranks);
   if (n > g.rankCount()) return error(fmt::format("{} ranks on a topology of {} endpoints", n, g.rankCount()));
   if (n < g.rankCount() && g.mapRanks(n) != snclSuccess) return error(lastError());
+
+  if (init) return printInit(n, hostNet, json);
+  if (!train.empty()) return printTraining(g, n, train, algo, memGBs, faults, json);
 
   sim::Network net(g);
   spec.memGBs = memGBs;

@@ -10,7 +10,8 @@
 #define SNCL_BUILTIN_TRANSPORTS(X) \
   X("shm", createResettableShmTransport) \
   X("ofi", createOfiTransport) \
-  X("bus", createBusTransport)
+  X("bus", createBusTransport) \
+  X("plugin", createPluginTransport)
 // clang-format on
 
 namespace sncl {

@@ -194,6 +194,79 @@ snclResult_t snclScan(const void* sendbuff, void* recvbuff, size_t count, snclDa
 snclResult_t snclExscan(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t datatype, snclRedOp_t op,
                         snclComm_t comm, snclStream_t stream);
 
+/* ---- Compressed All-Reduce (docs/compression.md) ----
+ * An All-Reduce of float32 or bfloat16 data that sends int8 or fp8 e4m3 codes on the wire,
+ * one float32 scale per block of blockElems values: 2*(n-1)/n * count bytes plus the scales
+ * instead of 2*(n-1)/n * 4*count for float32. Every rank quantizes its input per block
+ * (in n slices, slice j being the elements rank j owns), an All-to-All gives rank j every
+ * rank's slice j, rank j decodes and sums them in float32 in rank order, quantizes the sum
+ * once, and an All-Gather brings every reduced slice to every rank, which decodes them into
+ * recvbuff. Every rank gets bit-identical results.
+ *
+ * Error bound, per element i of a block (scale_r: rank r's block scale of x_r (+ residual);
+ * scale_out: the reduced block's; S: the exact sum), for snclSum:
+ *   int8:  |result - S| <= sum_r scale_r/2 + scale_out/2 + float32 rounding
+ *          (scale = max|x| of the block / 127, so <= max_r/254 per rank)
+ *   e4m3:  |result - S| <= sum_r (|x_r| * 2^-4 + scale_r * 2^-10)
+ *                          + (|S| + the inputs' error) * 2^-4 + scale_out * 2^-10 + float32 rounding
+ *          (3 mantissa bits: half a step is 2^-4 of the value; 2^-10 * scale is half the
+ *          subnormal step)
+ * snclAvg: the bound of the sum divided by nranks. bfloat16 output: plus |result| * 2^-8.
+ * A block that holds a NaN or an infinity (on any rank) gives NaN for every element of that
+ * block of the result: never a finite value.
+ *
+ * op: snclSum or snclAvg; datatype: snclFloat32 or snclBfloat16 (others: snclInvalidArgument).
+ * In place: sendbuff == recvbuff. Not inside a group (snclInvalidUsage). On a stream, the
+ * call waits for the stream's earlier work and then runs on the calling thread: it returns
+ * when done. All ranks must pass the same count, kind and blockElems. */
+typedef enum { snclCompressNone = 0, snclCompressInt8 = 1, snclCompressFp8e4m3 = 2 } snclCompression_t;
+typedef struct {
+  size_t size;              /* sizeof(snclCompressOpts_t) */
+  snclCompression_t kind;   /* snclCompressNone runs a plain snclAllReduce */
+  size_t blockElems;        /* values per scale block; 0: 256; at most 1048576 */
+  void* residual;           /* error feedback: NULL, or count values of datatype (zero at first)
+                             * that sncl adds to the input before quantizing and overwrites with
+                             * this rank's new quantization error (input, and on the slice it
+                             * owns the reduced sum's), so that over repeated calls the errors
+                             * cancel instead of adding up. Must not overlap the buffers. */
+} snclCompressOpts_t;
+snclResult_t snclAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t datatype,
+                                     snclRedOp_t op, snclComm_t comm, snclStream_t stream,
+                                     const snclCompressOpts_t* opts);
+/* The comm-wide default: with SNCL_COMPRESS=int8 or fp8 (read at a comm's first All-Reduce),
+ * a plain snclAllReduce of float32 or bfloat16, op snclSum or snclAvg, of at least
+ * SNCL_COMPRESS_MIN_BYTES (default 65536) bytes, outside a group and on the NULL stream,
+ * runs compressed (blockElems 256, no residual) -- unless the planner's estimate of the plain
+ * All-Reduce is lower than that of the compressed one's All-to-All plus All-Gather at their
+ * smaller sizes. The choice is logged at INFO (PLAN) once per size bucket. */
+/* ---- end of compressed All-Reduce ---- */
+
+/* ---- Bytes-moved counters (lib/api/api_counters.cc) ----
+ * What this rank moved since the comm was made (summed over fault retries), for benchmarks
+ * and tests that compare the memory traffic of a call with the algorithm's minimum:
+ *   calls          calls finished on comm (collectives, and groups of sends/receives)
+ *   bytesSent      message bytes this rank's transports sent
+ *   bytesReceived  message bytes they received
+ *   bytesCopied    bytes copied through memory for this rank: by the transports (shm: into
+ *                  FIFO slots, and single-copy reads of a peer's buffer) and by the executor
+ *                  (received bytes placed into their destination, local copies); a copy of
+ *                  n bytes counts n (it reads n and writes n)
+ *   bytesReduced   result bytes of the reductions this rank computed; a reduction of n bytes
+ *                  counts n (it reads 2n and writes n)
+ * Set size to sizeof(snclCounters_t) before the call: fields beyond size are not written, so
+ * a program built against an older, shorter struct keeps working. Callable from any thread;
+ * while a call runs the fields are read one by one (not one snapshot). */
+typedef struct {
+  size_t size;
+  uint64_t calls;
+  uint64_t bytesSent;
+  uint64_t bytesReceived;
+  uint64_t bytesCopied;
+  uint64_t bytesReduced;
+} snclCounters_t;
+snclResult_t snclCommGetCounters(snclComm_t comm, snclCounters_t* counters);
+/* ---- end of bytes-moved counters ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 
 #include "lib/api/api_checks.h"
 #include "lib/comm/comm.h"
+#include "lib/comm/compressed.h"
 #include "lib/comm/group.h"
 #include "lib/comm/stream.h"
 #include "lib/exec/reduce.h"
@@ -108,6 +109,12 @@ Result allReduce(const void* sendbuff, void* recvbuff, size_t count, snclDataTyp
   size_t bytes = 0;
   SNCL_CHECK(bytesOf(count, type, 1, fn, &bytes));
   SNCL_CHECK(checkBuffers(sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff, fn));
+  // SNCL_COMPRESS (sncl_ext.h, lib/comm/compressed.h): on the NULL stream outside a group,
+  // a large float sum or average may run compressed.
+  Result compressed = snclSuccess;
+  if (!stream && sncl::groupDepth() == 0 && !o.preMul &&
+      sncl::allReduceAutoCompressed(sendbuff, recvbuff, count, type, o.op, comm, &compressed))
+    return compressed;
   return submit(comm, o, stream);
 }
 

@@ -11,6 +11,7 @@
 #include "lib/base/env.h"
 #include "lib/base/hash.h"
 #include "lib/base/log.h"
+#include "lib/comm/compressed.h"
 #include "lib/comm/p2p_group.h"
 #include "lib/exec/reduce.h"
 #include "lib/plan/default_topo.h"
@@ -43,13 +44,17 @@ PeerInfo localPeerInfo(int rank) {
 // Which transport serves peer. SNCL_TRANSPORT forces one for every peer. Otherwise: bus
 // between ranks that a topology file places in one supernode (the emulated scale-up bus),
 // shm between ranks of one (virtual) host (same PeerInfo.hostId, which SNCL_HOSTID
-// splits), ofi between hosts.
+// splits), ofi between hosts (the network plugin instead when SNCL_NET_PLUGIN names one).
 Result chooseTransport(const CommTopology& topology, const PeerInfo& self, const PeerInfo& peer, std::string* name) {
   auto names = transportNames();
   if (auto forced = env::str("SNCL_TRANSPORT")) {
     if (std::find(names.begin(), names.end(), *forced) == names.end())
       return fail(snclInvalidArgument, "SNCL_TRANSPORT={} is not a transport (available: {})", *forced,
                   fmt::join(names, ", "));
+    if (*forced == "plugin" && !env::str("SNCL_NET_PLUGIN"))
+      return fail(snclInvalidUsage,
+                  "SNCL_TRANSPORT=plugin needs SNCL_NET_PLUGIN, the path or name of a network plugin library "
+                  "(docs/plugins.md)");
     *name = *forced;
     return snclSuccess;
   }
@@ -59,7 +64,7 @@ Result chooseTransport(const CommTopology& topology, const PeerInfo& self, const
   } else if (peer.hostId == self.hostId) {
     *name = "shm";
   } else {
-    *name = "ofi";
+    *name = env::str("SNCL_NET_PLUGIN") ? "plugin" : "ofi";  // a network plugin replaces ofi
   }
   if (std::find(names.begin(), names.end(), *name) == names.end())
     return fail(snclInvalidUsage, "rank {} on host {} needs the {} transport to reach rank {} on host {}, but it is not built in",
@@ -159,6 +164,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   comm->name = config && config->commName ? config->commName : "sncl";
   comm->blocking = !config || config->blocking == SNCL_CONFIG_UNDEF_INT || config->blocking != 0;
   comm->userOpTag = newUserOpTag();
+  comm->compress = makeCompressState();
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
 
   SNCL_CHECK(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap));

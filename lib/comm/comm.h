@@ -27,6 +27,10 @@
 #include "lib/transport/transport.h"
 #include "sncl/sncl.h"
 
+namespace sncl {
+struct CompressState;  // lib/comm/compressed.h
+}
+
 struct snclComm {
   int rank = 0;
   int nranks = 0;
@@ -78,6 +82,7 @@ struct snclComm {
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/comm/fault.h)
   sncl::CallHistory history;     // the last calls, for ranks still in them after a fault (lib/comm/catch_up.h)
   sncl::Observation obs;         // status, profiler hook, trace (lib/comm/observe.h)
+  std::shared_ptr<sncl::CompressState> compress;  // compressed All-Reduce's scratch and setting
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -38,11 +38,13 @@ Executor::Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t ti
 void Executor::deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes) {
   auto* t = static_cast<SinkTarget*>(ctx);
   memcpy(t->dst + offset, data, bytes);
+  count(t->exec->bytesCopied_, bytes);
 }
 
 void Executor::deliverReduce(void* ctx, size_t offset, const void* data, size_t bytes) {
   auto* t = static_cast<SinkTarget*>(ctx);
   t->reduce(t->dst + offset, t->src + offset, data, bytes / t->elemSize);
+  count(t->exec->bytesReduced_, bytes);
 }
 
 Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink) {
@@ -51,8 +53,13 @@ Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, 
   if (op.kind == algo::OpKind::Copy || op.kind == algo::OpKind::Reduce) {
     char* dst = bufferOf(op.dstBuf, args) + op.dst * args.elemSize;
     const char* src = bufferOf(op.srcBuf, args) + op.src * args.elemSize;
-    if (op.kind == algo::OpKind::Reduce) args.reduce(dst, dst, src, op.count);
-    else if (dst != src) memcpy(dst, src, bytes);
+    if (op.kind == algo::OpKind::Reduce) {
+      args.reduce(dst, dst, src, op.count);
+      count(bytesReduced_, bytes);
+    } else if (dst != src) {
+      memcpy(dst, src, bytes);
+      count(bytesCopied_, bytes);
+    }
     if (args.opDone) args.opDone[index] = 1;
     return snclSuccess;
   }
@@ -64,11 +71,13 @@ Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, 
   if (op.kind == algo::OpKind::Send) {
     SNCL_CHECK(t->isend(op.peer, tag, bufferOf(op.srcBuf, args) + op.src * args.elemSize, bytes, &req));
   } else {
-    *sink = {bufferOf(op.dstBuf, args) + op.dst * args.elemSize, nullptr, args.reduce, args.elemSize};
-    RecvSink s{deliverCopy, sink};
+    *sink = {bufferOf(op.dstBuf, args) + op.dst * args.elemSize, nullptr, args.reduce, args.elemSize, this};
+    // A plain receive into contiguous memory: a transport may write it there itself.
+    RecvSink s{deliverCopy, sink, sink->dst};
     if (op.kind == algo::OpKind::RecvReduce) {
       sink->src = bufferOf(op.srcBuf, args) + op.src * args.elemSize;
       s.deliver = deliverReduce;
+      s.dst = nullptr;
     }
     SNCL_CHECK(t->irecv(op.peer, tag, bytes, s, &req));
   }

@@ -61,6 +61,11 @@ class Executor {
     steps_.store(0, std::memory_order_relaxed);
     step_.store(0, std::memory_order_relaxed);
   }
+  // Memory traffic of this rank's runs since construction, any thread may ask: bytes the
+  // executor copied (received fragments placed into their destination, local Copy ops) and
+  // bytes it reduced (the result bytes of each reduction, which read twice as many).
+  uint64_t bytesCopied() const { return bytesCopied_.load(std::memory_order_relaxed); }
+  uint64_t bytesReduced() const { return bytesReduced_.load(std::memory_order_relaxed); }
   void progress(uint32_t* step, uint32_t* steps) const {
     *steps = steps_.load(std::memory_order_relaxed);
     *step = step_.load(std::memory_order_relaxed);
@@ -79,7 +84,12 @@ class Executor {
     const char* src;  // local operand of RecvReduce, nullptr for Recv
     ReduceFn reduce;
     size_t elemSize;
+    Executor* exec;  // for the byte counters
   };
+  // Written by the running thread only: relaxed, no RMW.
+  static void count(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   static void deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes);
   static void deliverReduce(void* ctx, size_t offset, const void* data, size_t bytes);
 
@@ -102,6 +112,8 @@ class Executor {
   trace::Buffer* trace_ = nullptr;
   std::atomic<uint32_t> step_{0};
   std::atomic<uint32_t> steps_{0};
+  std::atomic<uint64_t> bytesCopied_{0};
+  std::atomic<uint64_t> bytesReduced_{0};
 };
 
 }  // namespace sncl

@@ -26,6 +26,7 @@
 #include "lib/base/env.h"
 #include "lib/base/hash.h"
 #include "lib/base/log.h"
+#include "lib/net/bootstrap_tree.h"
 #include "lib/net/socket.h"
 
 namespace sncl {
@@ -316,23 +317,18 @@ class SocketBootstrap final : public Bootstrap {
   Result allGather(void* data, size_t bytesPerRank, Deadline deadline) override {
     SNCL_CHECK(checkUsable("allGather"));
     const uint32_t tag = nextCollectiveTag();
-    auto* slots = static_cast<char*>(data);
-    const int next = (rank_ + 1) % nranks_;
-    const int prev = (rank_ + nranks_ - 1) % nranks_;
-    // Ring: at step s pass on the slot received at step s-1. Odd ranks receive first, so
-    // even large slots cannot fill every socket buffer in the ring at once.
-    for (int step = 0; step < nranks_ - 1; ++step) {
-      char* sendSlot = slots + static_cast<size_t>((rank_ - step + nranks_) % nranks_) * bytesPerRank;
-      char* recvSlot = slots + static_cast<size_t>((rank_ - step - 1 + nranks_) % nranks_) * bytesPerRank;
-      if (rank_ % 2 == 0) {
-        SNCL_CHECK(sendFrame(next, kCollective, tag, sendSlot, bytesPerRank, deadline));
-        SNCL_CHECK(recvFrame(prev, kCollective, tag, recvSlot, bytesPerRank, deadline));
-      } else {
-        SNCL_CHECK(recvFrame(prev, kCollective, tag, recvSlot, bytesPerRank, deadline));
-        SNCL_CHECK(sendFrame(next, kCollective, tag, sendSlot, bytesPerRank, deadline));
-      }
+    if (bytesPerRank > kMaxFrameBytes / static_cast<uint64_t>(nranks_)) {
+      return fail(snclInvalidArgument, "bootstrap allGather: {} ranks x {} bytes exceed the frame limit of {}",
+                  nranks_, bytesPerRank, kMaxFrameBytes);
     }
-    return snclSuccess;
+    return treeAllGather(
+        rank_, nranks_, data, bytesPerRank,
+        [&](int peer, const void* p, size_t n) { return sendFrame(peer, kCollective, tag, p, n, deadline); },
+        [&](int peer, void* p, size_t n) { return recvFrame(peer, kCollective, tag, p, n, deadline); });
+  }
+
+  Traffic traffic() const override {
+    return {sent_.load(), received_.load(), bytesSent_.load()};
   }
 
   // Dissemination barrier: log2(nranks) rounds of empty messages.
@@ -480,6 +476,8 @@ class SocketBootstrap final : public Bootstrap {
       out.error = lastError();
       return aborted_.load() ? abortedError("send") : r;
     }
+    sent_.fetch_add(1);
+    bytesSent_.fetch_add(bytes);
     return snclSuccess;
   }
 
@@ -512,6 +510,7 @@ class SocketBootstrap final : public Bootstrap {
         lock.unlock();
         SNCL_CHECK(checkSize(peer, kind, tag, message.size(), bytes));
         if (bytes) memcpy(data, message.data(), bytes);
+        received_.fetch_add(1);
         return snclSuccess;
       }
       if (in.error != snclSuccess) {
@@ -542,6 +541,7 @@ class SocketBootstrap final : public Bootstrap {
         lock.lock();
         in.reading = false;
         cv_.notify_all();
+        if (delivered) received_.fetch_add(1);
         if (delivered || r == snclTimeout) return r;
         if (r != snclSuccess) return r;
       } else if (!once) {
@@ -649,6 +649,7 @@ class SocketBootstrap final : public Bootstrap {
   std::atomic<bool> aborted_{false};
   std::mutex liveFdsMutex_;
   std::vector<int> liveFds_;  // what abort() shuts down
+  std::atomic<uint64_t> sent_{0}, received_{0}, bytesSent_{0};  // traffic()
   uint32_t collectiveSeq_ = 0;  // collectives are called in one order on every rank
 };
 

@@ -1,6 +1,6 @@
-// Bootstrap: unique id -> TCP rendezvous with a secret -> all-gather of peer info. It stays
-// connected for the comm's lifetime and carries out-of-band messages (setup exchanges of
-// transports, and later the fault-handling side channel).
+// Bootstrap: unique id -> TCP rendezvous with a secret -> all-gather of peer info (a binomial
+// tree, lib/net/bootstrap_tree.h). It stays connected for the comm's lifetime and carries
+// out-of-band messages (setup exchanges of transports, and later the fault-handling side channel).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +41,7 @@ class Bootstrap {
 
   // In-place all-gather: data holds nranks slots of bytesPerRank; this rank's slot is
   // filled on entry, all slots are filled on return. Every rank must call it in the same order.
+  // A binomial tree: O(log n) messages per rank; nranks x bytesPerRank is at most 1 GiB.
   virtual Result allGather(void* data, size_t bytesPerRank, Deadline deadline) = 0;
   virtual Result barrier(Deadline deadline) = 0;
   // Point-to-point out-of-band messages, matched by (peer, tag), any size.
@@ -52,6 +53,12 @@ class Bootstrap {
   virtual Result tryRecv(int peer, uint32_t tag, void* data, size_t bytes, bool* got) = 0;
   // Makes every blocked or later call return InvalidUsage at once. Thread-safe.
   virtual void abort() = 0;
+  // Messages and payload bytes this rank sent and received so far (what the simulator's
+  // bootstrap model predicts, lib/sim/bootstrap_model.h). Zero for wrappers that do not count.
+  struct Traffic {
+    uint64_t sent = 0, received = 0, bytesSent = 0;
+  };
+  virtual Traffic traffic() const { return {}; }
 
  protected:
   Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}

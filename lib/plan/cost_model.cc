@@ -25,45 +25,278 @@ Tuning defaultTuning() {
   return t;
 }
 
+namespace {
+
+constexpr uint32_t kUnused = UINT32_MAX, kSingle = UINT32_MAX - 1;
+
+uint64_t hashChannels(const std::vector<uint32_t>& channels) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (uint32_t c : channels) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
 CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
-                     CostClock clock)
-    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock) {
+                     CostClock clock, CostPath path)
+    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock), path_(path) {
   // All of the comm's ranks share this machine's cores, whichever of them a step involves.
   stepOverheadUs_ = clock_ == CostClock::Wall ? tuning_.stepOverheadAt(nranks()) : 0.0;
   cacheEpoch_ = graph_->epoch();
+  bundling_ = path_ == CostPath::Bundled;
+  clearCache();
+}
+
+void CostModel::clearCache() const {
+  routes_.clear();
+  classRoutes_.clear();
+  patternIds_.clear();
+  patterns_.clear();
+  endEntries_.clear();
+  // Classes by attachment, numbered in rank order; ranks on forwarding vertices (or none)
+  // have none. Recomputed per epoch: a lost link changes its ends' attachment.
+  rankClass_.assign(rankVertex_.size(), -1);
+  if (path_ == CostPath::Bundled) {
+    std::unordered_map<std::string, int32_t> ids;
+    for (size_t r = 0; r < rankVertex_.size(); ++r) {
+      const topo::VertexId v = rankVertex_[r];
+      if (v >= graph_->vertexCount() || graph_->forwards(v)) continue;
+      // A link to another endpoint that does not forward would make that one pair's route
+      // differ from its class's: such ranks are routed pair by pair.
+      bool endpointPeer = false;
+      for (topo::VertexId peer : graph_->neighborsOf(v)) endpointPeer |= !graph_->forwards(peer);
+      if (endpointPeer) continue;
+      std::string key = topo::attachmentKey(*graph_, v);
+      if (!key.empty()) rankClass_[r] = ids.emplace(std::move(key), int32_t(ids.size())).first->second;
+    }
+  }
+  bundlesByHash_.clear();
+  bundleChannels_.clear();
+  ++generation_;
+  linkChannels_ = 2 * graph_->linkCount();
+  firstBundle_ = linkChannels_ + size_t(nranks()) * 2 * topo::kNumLinkKinds;
+  channelUse_.assign(bundling_ ? linkChannels_ : 0, kUnused);
+  capacity_.assign(firstBundle_, 0.0);
+  for (size_t c = 0; c < linkChannels_; ++c) capacity_[c] = graph_->linkBandwidthGBps(topo::LinkId(c / 2)) * 1e3;
+  load_.assign(firstBundle_, 0.0);
+  loaded_.clear();
+}
+
+void CostModel::checkEpoch() const {
+  if (graph_->epoch() == cacheEpoch_) return;
+  cacheEpoch_ = graph_->epoch();
+  bundling_ = path_ == CostPath::Bundled;  // a new epoch may be even again
+  clearCache();
+}
+
+bool CostModel::entriesOf(std::span<const topo::LinkShare> s, Entries* out) const {
+  out->clear();
+  auto channel = [&](size_t i) { return uint32_t(s[i].channel(*graph_)); };
+  if (!bundling_) {
+    for (size_t i = 0; i < s.size(); ++i) out->emplace_back(channel(i), s[i].fraction);
+    return true;
+  }
+  std::vector<uint32_t> group;
+  for (size_t i = 0; i < s.size();) {
+    // A run of equal fractions out of one vertex, else into one.
+    size_t j = i + 1;
+    while (j < s.size() && s[j].from == s[i].from && s[j].fraction == s[i].fraction) ++j;
+    if (j == i + 1)
+      while (j < s.size() && s[j].to == s[i].to && s[j].fraction == s[i].fraction) ++j;
+    group.clear();
+    bool sameBandwidth = true;
+    for (size_t k = i; k < j; ++k) {
+      group.push_back(channel(k));
+      sameBandwidth &= capacity_[group.back()] == capacity_[group.front()];
+    }
+    if (group.size() == 1 || !sameBandwidth) {
+      for (size_t k = i; k < j; ++k) {
+        const uint32_t c = channel(k);
+        if (channelUse_[c] != kUnused && channelUse_[c] != kSingle) return false;
+        channelUse_[c] = kSingle;
+        out->emplace_back(c, s[k].fraction);
+      }
+      i = j;
+      continue;
+    }
+    std::sort(group.begin(), group.end());
+    std::vector<uint32_t>& known = bundlesByHash_[hashChannels(group)];
+    uint32_t entry = kUnused;
+    for (uint32_t e : known)
+      if (bundleChannels_[e - firstBundle_] == group) entry = e;
+    if (entry == kUnused) {
+      entry = uint32_t(capacity_.size());
+      for (uint32_t c : group) {
+        if (channelUse_[c] != kUnused) return false;  // in another bundle, or used alone
+        channelUse_[c] = entry;
+      }
+      known.push_back(entry);
+      bundleChannels_.push_back(group);
+      capacity_.push_back(capacity_[group.front()] * double(group.size()));
+      load_.push_back(0.0);
+    }
+    out->emplace_back(entry, s[i].fraction * double(j - i));
+    i = j;
+  }
+  return true;
+}
+
+void CostModel::priceRoute(double latencyUs, bool net, bool bus, PairRoute* pr) const {
+  // The transport a route implies: the network when it crosses one, else the bus, else
+  // shared memory (PCIe inside a host is a memory copy too).
+  pr->kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
+  const KindCost& kc = tuning_.kind[int(pr->kind)];
+  const bool emulatedBus = clock_ == CostClock::BusModeled && pr->kind == topo::LinkKind::Bus;
+  const bool simulated = clock_ == CostClock::Simulated;
+  // The default bus α is a real bus's software; the emulator has none unless measured,
+  // and a simulated machine has only its topology.
+  pr->alphaUs = (simulated || (emulatedBus && !tuning_.measured[int(pr->kind)]) ? 0.0 : kc.alphaUs) + latencyUs;
+  pr->kindBytesPerUs = emulatedBus || simulated ? kUnlimited : kc.betaGBs * 1e3;
+}
+
+// The middle of the route of src's and dst's class, from this pair's whole route.
+const CostModel::ClassRoute& CostModel::classRoute(int src, int dst, uint64_t key) const {
+  auto it = classRoutes_.find(key);
+  if (it != classRoutes_.end()) return it->second;
+  ClassRoute c;
+  topo::Route r;
+  const topo::VertexId s = rankVertex_[src], d = rankVertex_[dst];
+  if (graph_->route(s, d, &r) == snclSuccess && r.reachable) {
+    c.reachable = true;
+    c.latencyUs = r.latencyUs;
+    std::vector<topo::LinkShare> middle;
+    for (const topo::LinkShare& x : r.shares) {
+      if (x.from == s || x.to == d) {
+        c.ends.push_back({x.from == s && x.to == d ? topo::kNone : x.from == s ? x.to : x.from, x.fraction, x.from == s});
+        continue;
+      }
+      const topo::LinkKind k = graph_->linkKind(x.link);
+      c.net |= k == topo::LinkKind::Net;
+      c.bus |= k == topo::LinkKind::Bus;
+      middle.push_back(x);
+    }
+    if (!entriesOf(middle, &c.entries)) {
+      bundling_ = false;
+      clearCache();
+      entriesOf(middle, &c.entries);
+    }
+    c.direct = std::any_of(c.ends.begin(), c.ends.end(), [](const EndShare& e) { return e.peer == topo::kNone; });
+    if (!c.direct) {
+      c.srcPattern = patternOf(c.ends, true);
+      c.dstPattern = patternOf(c.ends, false);
+    }
+  }
+  return classRoutes_.emplace(key, std::move(c)).first->second;
+}
+
+uint32_t CostModel::patternOf(const std::vector<EndShare>& ends, bool fromSrc) const {
+  std::vector<EndShare> side;
+  for (const EndShare& e : ends)
+    if (e.fromSrc == fromSrc) side.push_back(e);
+  auto [it, added] = patternIds_.emplace(side, uint32_t(patterns_.size()));
+  if (added) patterns_.push_back(std::move(side));
+  return it->second;
+}
+
+bool CostModel::endShares(int rank, std::span<const EndShare> ends, std::vector<topo::LinkShare>* out) const {
+  const topo::VertexId v = rankVertex_[rank];
+  auto links = graph_->linksOf(v);
+  auto peers = graph_->neighborsOf(v);
+  out->clear();
+  for (const EndShare& e : ends) {
+    topo::LinkId link = topo::kNone;
+    for (size_t i = 0; i < links.size() && link == topo::kNone; ++i)
+      if (peers[i] == e.peer) link = links[i];
+    if (link == topo::kNone) return false;  // not attached as its class says: cannot be
+    out->push_back(e.fromSrc ? topo::LinkShare{link, v, e.peer, e.fraction} : topo::LinkShare{link, e.peer, v, e.fraction});
+  }
+  return true;
+}
+
+const CostModel::EndEntries& CostModel::endEntries(int rank, uint32_t pattern) const {
+  const uint64_t key = (uint64_t(uint32_t(rank)) << 32) | pattern;
+  auto it = endEntries_.find(key);
+  if (it != endEntries_.end()) return it->second;
+  EndEntries e;
+  std::vector<topo::LinkShare> shares;
+  if (endShares(rank, patterns_[pattern], &shares)) {
+    e.ok = true;
+    for (const topo::LinkShare& x : shares) {
+      const topo::LinkKind k = graph_->linkKind(x.link);
+      e.net |= k == topo::LinkKind::Net;
+      e.bus |= k == topo::LinkKind::Bus;
+    }
+    if (!entriesOf(shares, &e.entries)) {
+      bundling_ = false;
+      clearCache();  // the caller sees the generation change and starts over
+    }
+  }
+  return endEntries_.emplace(key, std::move(e)).first->second;
 }
 
 const CostModel::PairRoute& CostModel::route(int src, int dst) const {
-  if (graph_->epoch() != cacheEpoch_) {
-    routes_.clear();
-    cacheEpoch_ = graph_->epoch();
-  }
+  checkEpoch();
   const uint64_t key = (uint64_t(uint32_t(src)) << 32) | uint32_t(dst);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
   PairRoute pr;
+  const int32_t cs = rankClass_[src], cd = rankClass_[dst];
+  if (cs >= 0 && cd >= 0 && rankVertex_[src] != rankVertex_[dst]) {
+    const uint64_t generation = generation_;
+    const ClassRoute* c = &classRoute(src, dst, (uint64_t(uint32_t(cs)) << 32) | uint32_t(cd));
+    if (generation != generation_) return route(src, dst);
+    if (!c->reachable) return routes_.emplace(key, std::move(pr)).first->second;
+    bool ok = true, net = c->net, bus = c->bus;
+    if (!c->direct) {
+      // Bundling stopping here renumbers the entries (and frees c): start over.
+      const EndEntries& se = endEntries(src, c->srcPattern);
+      if (generation != generation_) return route(src, dst);
+      const EndEntries& de = endEntries(dst, c->dstPattern);
+      if (generation != generation_) return route(src, dst);
+      ok = se.ok && de.ok;
+      pr.srcEnd = &se;
+      pr.dstEnd = &de;
+      net |= se.net || de.net;
+      bus |= se.bus || de.bus;
+    } else {
+      ok = false;  // a link between the two ends (classes exclude it; see clearCache)
+    }
+    if (ok) {
+      pr.reachable = true;
+      pr.middle = c;
+      priceRoute(c->latencyUs, net, bus, &pr);
+      return routes_.emplace(key, std::move(pr)).first->second;
+    }
+    pr = PairRoute{};  // not attached as its class says (cannot be): routed whole below
+  }
   topo::Route r;
   if (graph_->route(rankVertex_[src], rankVertex_[dst], &r) == snclSuccess && r.reachable) {
     pr.reachable = true;
-    // The transport a route implies: the network when it crosses one, else the bus, else
-    // shared memory (PCIe inside a host is a memory copy too).
     bool net = false, bus = false;
     for (const topo::LinkShare& s : r.shares) {
       const topo::LinkKind k = graph_->linkKind(s.link);
       net |= k == topo::LinkKind::Net;
       bus |= k == topo::LinkKind::Bus;
-      pr.shares.emplace_back(s.channel(*graph_), s.fraction);
     }
-    pr.kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
-    const KindCost& kc = tuning_.kind[int(pr.kind)];
-    const bool emulatedBus = clock_ == CostClock::BusModeled && pr.kind == topo::LinkKind::Bus;
-    const bool simulated = clock_ == CostClock::Simulated;
-    // The default bus α is a real bus's software; the emulator has none unless measured,
-    // and a simulated machine has only its topology.
-    pr.alphaUs = (simulated || (emulatedBus && !tuning_.measured[int(pr.kind)]) ? 0.0 : kc.alphaUs) + r.latencyUs;
-    pr.kindBytesPerUs = emulatedBus || simulated ? kUnlimited : kc.betaGBs * 1e3;
+    if (!entriesOf(r.shares, &pr.shares)) {  // a bundle this route uses in part: single links from now on
+      bundling_ = false;
+      clearCache();
+      entriesOf(r.shares, &pr.shares);
+    }
+    priceRoute(r.latencyUs, net, bus, &pr);
   }
   return routes_.emplace(key, std::move(pr)).first->second;
+}
+
+CostModel::Stats CostModel::stats() const {
+  std::lock_guard lock(mutex_);
+  Stats st;
+  st.pairRoutes = routes_.size();
+  for (int32_t c : rankClass_) st.classes = std::max(st.classes, size_t(c + 1));
+  st.classRoutes = classRoutes_.size();
+  st.bundles = bundleChannels_.size();
+  st.bundling = bundling_;
+  return st;
 }
 
 CostModel::PairCost CostModel::pair(int src, int dst) const {
@@ -72,8 +305,7 @@ CostModel::PairCost CostModel::pair(int src, int dst) const {
   const PairRoute& r = route(src, dst);
   if (!r.reachable) return {std::numeric_limits<double>::infinity(), 0.0, r.kind};
   double bw = r.kindBytesPerUs / 1e3;
-  for (const auto& [channel, fraction] : r.shares)
-    bw = std::min(bw, graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) / fraction);
+  forEachShare(r, [&](uint32_t entry, double fraction) { bw = std::min(bw, capacity_[entry] / 1e3 / fraction); });
   return {r.alphaUs, bw, r.kind};
 }
 
@@ -82,45 +314,46 @@ CostModel::PairCost CostModel::pair(int src, int dst) const {
 // rank channels carry that limit, beside the link directions of the routes.
 CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   std::lock_guard lock(mutex_);
-  const size_t linkChannels = 2 * graph_->linkCount();
-  const size_t entries = linkChannels + size_t(nranks()) * 2 * topo::kNumLinkKinds;
-  if (load_.size() != entries) load_.assign(entries, 0.0);
-  for (uint32_t i : loaded_) load_[i] = 0.0;
-  loaded_.clear();
-  auto rankChannel = [&](int rank, bool in, topo::LinkKind kind) {
-    return linkChannels + (size_t(rank) * 2 + size_t(in)) * topo::kNumLinkKinds + size_t(kind);
-  };
+  checkEpoch();  // a new epoch resets the entries before any is read
   auto add = [&](size_t i, double bytes) {
     if (load_[i] == 0.0) loaded_.push_back(uint32_t(i));
     load_[i] += bytes;
   };
-  for (const Flow& f : flows) {
-    if (f.src == f.dst || f.bytes <= 0) continue;
-    const PairRoute& r = route(f.src, f.dst);
-    if (!r.reachable) {
-      constexpr double kInf = std::numeric_limits<double>::infinity();
-      return {kInf, kInf, kInf};
+  // Twice at most: a route that ends bundling mid-step renumbers the entries.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i : loaded_) load_[i] = 0.0;
+    loaded_.clear();
+    stepRoutes_.assign(flows.size(), nullptr);
+    const uint64_t generation = generation_;
+    for (size_t k = 0; k < flows.size(); ++k) {
+      const Flow& f = flows[k];
+      if (f.src == f.dst || f.bytes <= 0) continue;
+      const PairRoute& r = route(f.src, f.dst);
+      stepRoutes_[k] = &r;
+      if (!r.reachable) {
+        constexpr double kInf = std::numeric_limits<double>::infinity();
+        return {kInf, kInf, kInf};
+      }
+      forEachShare(r, [&](uint32_t entry, double fraction) { add(entry, f.bytes * fraction); });
+      add(rankChannel(f.src, false, r.kind), f.bytes);
+      add(rankChannel(f.dst, true, r.kind), f.bytes);
     }
-    for (const auto& [channel, fraction] : r.shares) add(channel, f.bytes * fraction);
-    add(rankChannel(f.src, false, r.kind), f.bytes);
-    add(rankChannel(f.dst, true, r.kind), f.bytes);
+    if (generation == generation_) break;
   }
   StepCost c;
   double sum = 0;
   int messages = 0;
-  for (const Flow& f : flows) {
+  for (size_t k = 0; k < flows.size(); ++k) {
+    const Flow& f = flows[k];
     if (f.src == f.dst) {
       c.worstUs = std::max(c.worstUs, f.bytes / memBytesPerUs());
       continue;
     }
     if (f.bytes <= 0) continue;
     ++messages;
-    const PairRoute& r = route(f.src, f.dst);
+    const PairRoute& r = *stepRoutes_[k];
     double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
-    for (const auto& [channel, fraction] : r.shares) {
-      const double bytesPerUs = graph_->linkBandwidthGBps(topo::LinkId(channel / 2)) * 1e3;
-      transfer = std::max(transfer, load_[channel] / bytesPerUs);
-    }
+    forEachShare(r, [&](uint32_t entry, double) { transfer = std::max(transfer, load_[entry] / capacity_[entry]); });
     c.worstUs = std::max(c.worstUs, r.alphaUs + transfer);
     c.transferUs = std::max(c.transferUs, transfer);
     sum += r.alphaUs + transfer;

@@ -8,11 +8,24 @@
 // default). Its bytes move at the rate of the most loaded link direction on its route
 // (capacity / bytes of every flow of the step crossing it, weighted by the route's ECMP
 // shares), and a rank's flows of one kind share β(kind) in each direction.
+//
+// Bundles (the fast path, CostPath::Bundled): ECMP over a Clos spreads every flow that
+// leaves a switch upward evenly over its uplinks (and every flow entering one from above
+// over its downlinks), so those links always carry equal bytes and one entry with their
+// summed capacity gives the same times as the links one by one, at a fraction of the work
+// and memory (a cross-spine route of a 16k-endpoint, 8-plane Clos is 32 entries instead of
+// about 1,040 links). A route's run of equal-fraction shares out of one vertex (or into
+// one) over links of one bandwidth is a bundle. The model keeps bundles only while every
+// route uses each bundle whole and no link is in two bundles or also used alone; the first
+// route that breaks this (a failed link, an uneven rank map) turns bundling off for the
+// epoch, and the model recomputes with single links: the same estimates either way
+// (up to the order of floating-point sums). CostPath::Exact never bundles (tests compare).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <span>
 #include <string>
@@ -21,6 +34,7 @@
 
 #include "lib/base/error.h"
 #include "lib/topo/graph.h"
+#include "lib/topo/route.h"
 
 namespace sncl {
 
@@ -82,11 +96,15 @@ struct Flow {
 enum class CostClock { Wall, BusModeled, Simulated };
 const char* clockName(CostClock clock);
 
+// How the model accounts a step's links (see the top of this file): bundled parallel links
+// where that is exact, or every link direction on its own.
+enum class CostPath { Bundled, Exact };
+
 class CostModel {
  public:
   // graph is finalized; rankVertex[r] is the vertex rank r runs on.
   CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
-            CostClock clock = CostClock::Wall);
+            CostClock clock = CostClock::Wall, CostPath path = CostPath::Bundled);
 
   int nranks() const { return static_cast<int>(rankVertex_.size()); }
   const topo::Graph& graph() const { return *graph_; }
@@ -94,6 +112,23 @@ class CostModel {
   const Tuning& tuning() const { return tuning_; }
   uint64_t epoch() const { return graph_->epoch(); }
   CostClock clock() const { return clock_; }
+  CostPath path() const { return path_; }
+  // What the model holds for this epoch (tools and tests): pairs routed, rank classes and
+  // routes per pair of classes (0 on the Exact path), bundles, whether bundling holds.
+  struct Stats {
+    size_t pairRoutes = 0;
+    size_t classes = 0;
+    size_t classRoutes = 0;
+    size_t bundles = 0;
+    bool bundling = false;
+  };
+  Stats stats() const;
+  // Whether the routes costed so far in this epoch are bundled (false: single links,
+  // because the path is Exact or some route broke a bundle). For tests and tools.
+  bool bundling() const {
+    std::lock_guard lock(mutex_);
+    return bundling_;
+  }
   // Reductions and copies: free on the bus's modeled clock.
   double memBytesPerUs() const {
     const bool free = clock_ == CostClock::BusModeled || (clock_ == CostClock::Simulated && tuning_.memGBs <= 0);
@@ -122,14 +157,71 @@ class CostModel {
   double stepUs(std::span<const Flow> flows) const { return stepCost(flows).worstUs; }
 
  private:
+  // Classes of pairs: two endpoints that do not forward and are attached alike (topo's
+  // attachmentKey) are in one class, and every pair (src class, dst class) has one route but
+  // for the two ends' own links. A ClassRoute is that shared middle, costed once; a pair's
+  // PairRoute adds only its end links. Pairs outside classes keep whole routes.
+  using Entries = std::vector<std::pair<uint32_t, double>>;  // (entry of load_: link direction or bundle, fraction)
+  struct EndShare {
+    topo::VertexId peer;  // the vertex at the other end of the end's link; kNone: src-dst link
+    double fraction;
+    bool fromSrc;
+    auto operator<=>(const EndShare&) const = default;
+  };
+  // One end of a pair's route as entries: a rank's own links by a class route's pattern
+  // (peers and fractions), shared by every pair of that rank and pattern.
+  struct EndEntries {
+    bool ok = false;  // the rank has every link the pattern names
+    bool net = false, bus = false;
+    Entries entries;
+  };
+  struct ClassRoute {
+    bool reachable = false;
+    double latencyUs = 0;
+    bool net = false, bus = false;  // link kinds of the middle
+    Entries entries;                // the middle's
+    std::vector<EndShare> ends;
+    bool direct = false;                       // a link from src to dst: ends costed per pair
+    uint32_t srcPattern = 0, dstPattern = 0;   // else the ends' patterns (patterns_)
+  };
   struct PairRoute {
     double alphaUs = 0;
     double kindBytesPerUs = 0;
     topo::LinkKind kind = topo::LinkKind::Shm;
     bool reachable = false;
-    std::vector<std::pair<uint64_t, double>> shares;  // (link direction, fraction of the flow)
+    // Shared parts (classes of pairs); shares then holds only what is this pair's own.
+    const ClassRoute* middle = nullptr;
+    const EndEntries* srcEnd = nullptr;
+    const EndEntries* dstEnd = nullptr;
+    Entries shares;
   };
   const PairRoute& route(int src, int dst) const;
+  // Calls fn(entry, fraction) for every share of r.
+  template <class F>
+  static void forEachShare(const PairRoute& r, F&& fn) {
+    if (r.middle)
+      for (const auto& [e, f] : r.middle->entries) fn(e, f);
+    if (r.srcEnd)
+      for (const auto& [e, f] : r.srcEnd->entries) fn(e, f);
+    if (r.dstEnd)
+      for (const auto& [e, f] : r.dstEnd->entries) fn(e, f);
+    for (const auto& [e, f] : r.shares) fn(e, f);
+  }
+  uint32_t patternOf(const std::vector<EndShare>& ends, bool fromSrc) const;
+  const EndEntries& endEntries(int rank, uint32_t pattern) const;
+  // The links of rank's vertex to the peers of ends (all of one side).
+  bool endShares(int rank, std::span<const EndShare> ends, std::vector<topo::LinkShare>* out) const;
+  const ClassRoute& classRoute(int src, int dst, uint64_t key) const;
+  // shares as entries of load_, bundled where they may be; false when a bundle would
+  // overlap another bundle or a link used alone (bundling then stops for the epoch).
+  bool entriesOf(std::span<const topo::LinkShare> shares, Entries* out) const;
+  // pr's kind, α and transport rate from its route's latency and link kinds.
+  void priceRoute(double latencyUs, bool net, bool bus, PairRoute* pr) const;
+  void clearCache() const;
+  void checkEpoch() const;
+  size_t rankChannel(int rank, bool in, topo::LinkKind kind) const {
+    return linkChannels_ + (size_t(rank) * 2 + size_t(in)) * topo::kNumLinkKinds + size_t(kind);
+  }
 
   static constexpr double kUnlimited = 1e300;
 
@@ -137,13 +229,31 @@ class CostModel {
   std::vector<topo::VertexId> rankVertex_;
   Tuning tuning_;
   CostClock clock_;
+  CostPath path_;
   double stepOverheadUs_;
   // Estimates run at plan time, not per call: routes are cached per pair and epoch.
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;
   mutable std::unordered_map<uint64_t, PairRoute> routes_;
-  // Bytes per step on each link direction (2 per link), then on each rank's transport
-  // (a slot per link kind, rank and direction); dense, since 8,000+ ranks' steps fill it often.
+  mutable std::vector<int32_t> rankClass_;  // by rank: its class, -1 for none (Exact: all -1)
+  mutable std::unordered_map<uint64_t, ClassRoute> classRoutes_;  // by (src class, dst class)
+  mutable std::map<std::vector<EndShare>, uint32_t> patternIds_;
+  mutable std::vector<std::vector<EndShare>> patterns_;
+  mutable std::unordered_map<uint64_t, EndEntries> endEntries_;  // by (rank, pattern)
+  mutable std::vector<const PairRoute*> stepRoutes_;             // stepCost's flows' routes
+  // Entries of load_ and capacity_: each link direction (2 per link), then each rank's
+  // transport (a slot per link kind, rank and direction), then the bundles found so far.
+  mutable size_t linkChannels_ = 0;
+  mutable size_t firstBundle_ = 0;
+  mutable bool bundling_ = false;
+  // channelUse_[c]: the bundle entry link direction c is in, kSingle when a route used it
+  // alone, or kUnused.
+  mutable std::vector<uint32_t> channelUse_;
+  mutable std::unordered_map<uint64_t, std::vector<uint32_t>> bundlesByHash_;  // hash of channels -> entries
+  mutable std::vector<std::vector<uint32_t>> bundleChannels_;                 // by entry - firstBundle_
+  mutable std::vector<double> capacity_;  // bytes per µs of each entry (rank channels: unused)
+  mutable uint64_t generation_ = 0;       // of the entries: clearCache renumbers them
+  // Bytes per step on each entry; dense, since 8,000+ ranks' steps fill it often.
   mutable std::vector<double> load_;
   mutable std::vector<uint32_t> loaded_;  // the entries of load_ this step touched
 };

@@ -198,6 +198,8 @@ std::shared_ptr<const Template> makeTemplate(const Route& r) {
   return t;
 }
 
+}  // namespace
+
 // Where a non-forwarding vertex attaches, with bandwidth: the key of route templates.
 std::string attachmentKey(const Graph& g, VertexId v) {
   std::vector<std::tuple<VertexId, float, float>> att;
@@ -210,6 +212,8 @@ std::string attachmentKey(const Graph& g, VertexId v) {
   std::string key(reinterpret_cast<const char*>(att.data()), att.size() * sizeof(att[0]));
   return key;
 }
+
+namespace {
 
 void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dist, Route& r) {
 

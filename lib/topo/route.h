@@ -57,6 +57,12 @@ struct Path {
 // the first branching (first the planes, then the spines).
 std::vector<Path> explicitPaths(const Graph& g, const Route& r, size_t maxPaths);
 
+// Where a vertex that does not forward attaches: its usable links' peers, latencies and
+// bandwidths, as bytes (empty when it has none). Two pairs of such vertices attached alike
+// have one route but for their own links: the key of route templates, and of the cost
+// model's classes of pairs (lib/plan/cost_model.h).
+std::string attachmentKey(const Graph& g, VertexId v);
+
 // For Graph's construction of its cache.
 RouteCache* newRouteCache(const Graph& g);
 

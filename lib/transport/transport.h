@@ -42,9 +42,23 @@ struct TransportContext {
 // transport's staging memory instead of copying it first. Fragments arrive in order;
 // offsets and lengths are multiples of 64 bytes except at the message's end; data is
 // valid only during the call.
+// dst: optional; when set, the message is a plain copy into dst[0, bytes) (a Recv into
+// contiguous memory), and a transport that can read the sender's buffer directly (shm's
+// single-copy path) may write it there without calling deliver. Transports that cannot
+// ignore it and call deliver as usual.
 struct RecvSink {
   void (*deliver)(void* ctx, size_t offset, const void* data, size_t bytes) = nullptr;
   void* ctx = nullptr;
+  void* dst = nullptr;
+};
+
+// Bytes a transport moved for this rank since setup (summed over resets): what it sent and
+// received, and the bytes it copied through memory itself (shm: into FIFO slots and
+// single-copy reads; deliveries to a sink are the sink's to count).
+struct TransportCounters {
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t bytesCopied = 0;
 };
 
 using RequestId = uint32_t;
@@ -118,6 +132,9 @@ class Transport {
   // on by default.
   virtual uint32_t railsUsable() const { return 0; }
   virtual uint32_t railsLost() const { return 0; }
+  // Adds this transport's counters to *out; any thread may ask (relaxed reads). Transports
+  // that do not count leave it as it is.
+  virtual void addCounters(TransportCounters* out) const { (void)out; }
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();

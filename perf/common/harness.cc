@@ -14,6 +14,7 @@
 
 #include "perf/common/ceiling.h"
 #include "perf/common/report.h"
+#include "sncl/sncl_ext.h"
 
 namespace perf {
 namespace {
@@ -65,6 +66,19 @@ struct Shared {
   pthread_barrier_t barrier;
   std::vector<Ceiling> ceilings;  // per thread of this process
 };
+
+// Bytes this rank moved through memory (copied + reduced, snclCommGetCounters) and calls
+// finished; -1 bytes when the counters are not available.
+struct Moved {
+  double bytes = -1;
+  double calls = 0;
+};
+Moved movedSoFar(snclComm_t comm) {
+  snclCounters_t c{};
+  c.size = sizeof(c);
+  if (snclCommGetCounters(comm, &c) != snclSuccess) return {};
+  return {static_cast<double>(c.bytesCopied + c.bytesReduced), static_cast<double>(c.calls)};
+}
 
 double timeIters(const std::function<bool()>& once, int warmup, int iters, bool* ok) {
   for (int i = 0; i < warmup; ++i) *ok &= once();
@@ -179,6 +193,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
         std::vector<double> times(static_cast<size_t>(nvariants), 0.0);
         std::vector<long> wrong(static_cast<size_t>(nvariants), 0);
         std::vector<bool> ran(static_cast<size_t>(nvariants), false);
+        double movedPerCall = -1;  // sncl out of place, bytes per rank per call
         for (int variant = 0; variant < nvariants; ++variant) {
           const bool inPlace = variant == 1, isPeer = variant >= 2;
           const Peer peer = isPeer ? peers[static_cast<size_t>(variant - 2)] : Peer::Mpi;
@@ -208,10 +223,22 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           bool ok = true;
           if (o.threads == 1) MPI_Barrier(MPI_COMM_WORLD);
           else pthread_barrier_wait(&sh->barrier);
+          const Moved before = variant == 0 ? movedSoFar(comm) : Moved{};
           times[variant] = timeIters(once, o.warmup, o.iters, &ok);
           if (!ok) wrong[variant] = static_cast<long>(rowCount);
+          if (variant == 0) {
+            const Moved after = movedSoFar(comm);
+            const double calls = after.calls - before.calls;
+            movedPerCall = before.bytes >= 0 && after.bytes >= 0 && calls > 0 ? (after.bytes - before.bytes) / calls : -1;
+          }
         }
         combineTimes(o, times.data(), nvariants, nranks);
+        // The mean over ranks (threads: this process's rank 0's own).
+        if (o.threads == 1) {
+          double v[2] = {movedPerCall, movedPerCall < 0 ? 1.0 : 0.0};
+          MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+          movedPerCall = v[1] > 0 ? -1 : v[0] / nranks;
+        }
         // Everyone's wrong counts (threads: each process's rank 0 reports its own).
         if (o.threads == 1) MPI_Allreduce(MPI_IN_PLACE, wrong.data(), nvariants, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         for (long w : wrong) totalWrong += w;
@@ -227,6 +254,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           return m;
         };
         Row row{rowBytes, rowCount, type, refOp, root, measure(0), measure(1), {}};
+        row.sncl.movedBytes = movedPerCall;
         for (int v = 2; v < nvariants; ++v) row.peers.push_back(measure(v));
         report.row(row);
       }

@@ -18,6 +18,25 @@ nlohmann::json toJson(const Measure& m, bool checked) {
 
 }  // namespace
 
+// Per rank, mean over ranks, in units of the row's S bytes; a copy or a reduction of n
+// bytes counts n (snclCounters_t). With single-copy transfers a rank need only:
+//   all_reduce      reduce its share of the others' data, then copy in the others' results:
+//                   (n-1)/n + (n-1)/n = 2(n-1)/n
+//   reduce_scatter  reduce its block with n-1 peers' blocks: (n-1)/n
+//   reduce          (n-1) reductions of S over n ranks: (n-1)/n
+//   all_gather, alltoall  copy in the n-1 other blocks, and its own out of place: 1
+//   broadcast       every rank but the root copies S in, the root out of place copies S: 1
+//   gather, scatter the root copies n-1 blocks of S/n (and its own): 1/n
+//   sendrecv        receive S: 1
+double minMovedFactor(const std::string& c, int nranks) {
+  const double n = nranks;
+  if (c == "all_reduce") return 2 * (n - 1) / n;
+  if (c == "reduce_scatter" || c == "reduce") return (n - 1) / n;
+  if (c == "all_gather" || c == "alltoall" || c == "broadcast" || c == "sendrecv") return 1;
+  if (c == "gather" || c == "scatter") return 1 / n;
+  return -1;
+}
+
 // The ceiling a collective meets first: reductions add, the others copy.
 double Report::ceilingShare(const Measure& m) const {
   if (!s_.ceiling) return 0;
@@ -37,10 +56,12 @@ void Report::header() const {
          "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
   for (Peer p : s_.peers) printf(" %9s %7s %6s %9s", (std::string(peerName(p)) + "_time").c_str(), "busbw", "#wrong", ("sncl/" + std::string(peerName(p))).c_str());
   if (s_.ceiling) printf(" %6s", "ceil%");
+  printf(" %8s %8s", "moved", "min");
   printf("\n#%11s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
          "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   for (size_t i = 0; i < s_.peers.size(); ++i) printf(" %9s %7s %6s %9s", "(us)", "(GB/s)", "", "(busbw)");
   if (s_.ceiling) printf(" %6s", "");
+  printf(" %8s %8s", "(xS)", "(xS)");
   printf("\n#%11s %12s %8s %6s %5s %33s %33s\n", "", "", "", "", "", "out-of-place", "in-place");
   fflush(stdout);
 }
@@ -61,6 +82,11 @@ void Report::row(const Row& r) {
       printf(" %9s %7s %6s %9s", "N/A", "N/A", "N/A", "N/A");
   }
   if (s_.ceiling) printf(" %6.1f", 100 * ceilingShare(r.sncl));
+  const double minFactor = minMovedFactor(s_.collective, s_.nranks);
+  if (r.sncl.movedBytes >= 0 && r.bytes > 0) printf(" %8.2f", r.sncl.movedBytes / static_cast<double>(r.bytes));
+  else printf(" %8s", "N/A");
+  if (minFactor >= 0) printf(" %8.2f", minFactor);
+  else printf(" %8s", "N/A");
   printf("\n");
   fflush(stdout);
   totalWrong_ += r.sncl.wrong + r.snclInPlace.wrong;
@@ -71,6 +97,8 @@ void Report::row(const Row& r) {
 
 void Report::footer() const {
   printf("# Out of bounds values : %ld %s\n", totalWrong_, totalWrong_ ? "FAILED" : "OK");
+  printf("# moved: bytes copied + reduced per rank per call (mean of ranks, sncl out of place) in units of the\n"
+         "# row's size S; min: the least a rank must move (perf/common/report.cc: all_reduce 2(n-1)/n)\n");
   printf("# Avg bus bandwidth    : %g\n#\n", rows_.empty() ? 0.0 : busSum_ / static_cast<double>(rows_.size()));
   fflush(stdout);
 }
@@ -100,6 +128,9 @@ bool Report::writeJson(const std::string& path) const {
     for (size_t i = 0; i < s_.peers.size(); ++i)
       if (r.peers[i].ran) row[peerName(s_.peers[i])] = toJson(r.peers[i], opt_.check);
     if (s_.ceiling) row["ceiling_share"] = ceilingShare(r.sncl);
+    if (r.sncl.movedBytes >= 0) row["moved_bytes_per_rank"] = r.sncl.movedBytes;
+    const double minFactor = minMovedFactor(s_.collective, s_.nranks);
+    if (minFactor >= 0) row["min_moved_bytes_per_rank"] = minFactor * static_cast<double>(r.bytes);
     rows.push_back(std::move(row));
   }
   j["rows"] = std::move(rows);

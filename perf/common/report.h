@@ -18,7 +18,12 @@ struct Measure {
   double algbw = 0;  // GB/s
   double busbw = 0;  // GB/s, nccl-tests' definition for the collective
   long wrong = 0;
+  double movedBytes = -1;  // per rank per call, copied + reduced (snclCommGetCounters); -1: unknown
 };
+
+// The least a rank must move through memory per call of the collective, as a multiple of
+// the row's bytes S (mean over ranks; report.cc gives the formulas); -1: no formula.
+double minMovedFactor(const std::string& collective, int nranks);
 
 struct Row {
   size_t bytes = 0;

@@ -20,6 +20,8 @@ class Fifo {
   size_t nSlots() const { return nSlots_; }
   size_t slotBytes() const { return slotBytes_; }
   PairStatus& status() { return control_->status; }
+  // Single-copy messages read by the receiver (its end writes, the sender's end reads).
+  uint64_t& cmaDone() { return control_->cmaDone; }
 
  protected:
   SlotHeader& header(uint64_t n) { return headers_[n % nSlots_]; }

@@ -59,6 +59,12 @@ struct SegmentHeader {
   uint64_t slotBytes;   // payload bytes per slot, a multiple of kPage
   uint64_t nSlots;      // slots per FIFO
   uint64_t fifoStride;  // bytes of one FIFO (control, slot headers, payload), page multiple
+  // The single-copy probe (shm_single_copy.cc): the creator's pid and the address in its
+  // address space of a word that holds cmaProbeValue; a peer that reads the value there
+  // with process_vm_readv knows it can read this rank's buffers.
+  int32_t pid;
+  uint64_t cmaProbeAddr;
+  uint64_t cmaProbeValue;
   alignas(kCacheLine) Doorbell doorbell;
   // Followed by uint64_t fifoOffset[nranks]: where the FIFO from sender rank r starts,
   // 0 when r is not connected.
@@ -74,7 +80,8 @@ inline size_t headerBytes(int nranks) {
 // Why a pair of ranks stopped talking. Whoever fails a pair first claims the status (CAS
 // None -> Claimed), fills in the details, then publishes the reason with a release store,
 // so a reader that sees a reason also sees its details.
-enum class PairFailure : uint32_t { None = 0, Claimed, Mismatch, Aborted, Closed, Timeout, Died };
+// ReadFailed: the receiver could not read a single-copy message out of the sender's memory.
+enum class PairFailure : uint32_t { None = 0, Claimed, Mismatch, Aborted, Closed, Timeout, Died, ReadFailed };
 
 struct PairStatus {
   uint32_t reason;   // PairFailure
@@ -93,6 +100,9 @@ struct PairStatus {
 struct FifoControl {
   alignas(kCacheLine) uint64_t head;  // slots published, written by the sender
   alignas(kCacheLine) uint64_t tail;  // slots released, written by the receiver
+  // Single-copy messages the receiver has finished reading out of the sender's buffer
+  // (written by the receiver): a single-copy send completes once this reaches it.
+  alignas(kCacheLine) uint64_t cmaDone;
   alignas(kCacheLine) PairStatus status;
 };
 
@@ -102,6 +112,9 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t totalBytes;  // of the whole message
   uint64_t offset;      // of this fragment in the message, a multiple of 64
   uint64_t bytes;       // of this fragment
+  // Nonzero: a single-copy descriptor instead of data. The whole message (totalBytes) is
+  // at this address in the sender's address space; bytes is 0 and no other slot follows.
+  uint64_t cmaAddr;
 };
 
 inline size_t fifoPayloadOffset(size_t nSlots) {

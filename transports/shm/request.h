@@ -22,6 +22,11 @@ struct Request {
   size_t bytes = 0;
   size_t doneBytes = 0;  // sent: copied into slots; received: delivered to the sink
   const char* sendData = nullptr;
+  // Single-copy messages (shm_single_copy.cc). Send: its number among the pair's
+  // single-copy sends, done once the receiver's cmaDone reaches it. Receive: where the
+  // message is in the sender's address space (0: it streams through the FIFO).
+  uint64_t cmaOrdinal = 0;
+  uint64_t cmaAddr = 0;
   RecvSink sink;
   Result error = snclSuccess;
   Request* next = nullptr;  // in its peer's queue

@@ -78,6 +78,8 @@ class PeerSegment {
 
   SegmentHeader* header() const { return header_; }
   char* fifo() const { return fifo_; }
+  // The peer is a thread of this process (found in this process's registry).
+  bool sameProcess() const { return sameProcess_ != nullptr; }
 
  private:
   std::shared_ptr<Segment> sameProcess_;  // when the peer is a thread of this process

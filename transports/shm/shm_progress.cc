@@ -112,7 +112,7 @@ bool ShmTransport::progress() {
   for (size_t i = 0; i < active_.size();) {
     Peer& p = *active_[i];
     moved |= progressPeer(p);
-    if (p.sends.empty() && p.recvs.empty()) {
+    if (p.sends.empty() && p.recvs.empty() && p.acks.empty()) {
       p.active = false;
       active_[i] = active_.back();
       active_.pop_back();
@@ -124,15 +124,17 @@ bool ShmTransport::progress() {
 }
 
 bool ShmTransport::progressPeer(Peer& p) {
-  // The peer failed the pair (or left): sends cannot complete any more, receives can
-  // still take what the peer published before.
+  // Single-copy sends the receiver acknowledged are done even if the pair failed since.
+  bool moved = progressAcks(p);
+  // The peer failed the pair (or left): sends cannot complete any more (nor single-copy
+  // sends be read), receives can still take what the peer published before.
   PairFailureInfo remote = readPairStatus(p.in.status());
   if (remote.reason == PairFailure::None) remote = readPairStatus(p.out.status());
-  if (remote.reason != PairFailure::None && !p.sends.empty()) {
+  if (remote.reason != PairFailure::None && (!p.sends.empty() || !p.acks.empty())) {
     failFromRemote(p, remote);
     return true;
   }
-  bool moved = progressRecvs(p);
+  moved |= progressRecvs(p);
   if (p.error == snclSuccess && remote.reason != PairFailure::None && !p.recvs.empty()) {
     failFromRemote(p, remote);
     return true;
@@ -148,6 +150,12 @@ bool ShmTransport::progressSends(Peer& p) {
   bool moved = false;
   size_t budget = p.out.nSlots();
   while (Request* r = p.sends.front()) {
+    if (singleCopy_ && r->bytes >= options_.singleCopyMinBytes) {
+      if (budget-- == 0 || !postSingleCopy(p, *r)) return moved;
+      p.acks.push(p.sends.pop());  // done when the receiver acknowledges it
+      moved = true;
+      continue;
+    }
     while (!r->started || r->doneBytes < r->bytes) {
       if (budget-- == 0 || !p.out.hasFreeSlot()) return moved;
       const size_t bytes = std::min(p.out.slotBytes(), r->bytes - r->doneBytes);
@@ -156,8 +164,11 @@ bool ShmTransport::progressSends(Peer& p) {
       slot.totalBytes = r->bytes;
       slot.offset = r->doneBytes;
       slot.bytes = bytes;
+      slot.cmaAddr = 0;
       if (bytes != 0) std::memcpy(p.out.nextPayload(), r->sendData + r->doneBytes, bytes);
       p.out.publish();
+      count(counters_.copied, bytes);
+      count(counters_.sent, bytes);
       p.bell.ring();  // per slot: the receiver starts on it while the next one is copied
       r->doneBytes += bytes;
       r->started = true;
@@ -172,6 +183,13 @@ bool ShmTransport::progressRecvs(Peer& p) {
   bool moved = false;
   size_t budget = p.in.nSlots();
   while (Request* r = p.recvs.front()) {
+    if (r->cmaAddr != 0) {  // a single-copy message under way: read (more of) it
+      const int state = readSingleCopy(p, *r);
+      moved = true;
+      if (state <= 0) return moved;
+      p.recvs.pop()->state = Request::State::Done;
+      continue;
+    }
     while (!r->started || r->doneBytes < r->bytes) {
       if (budget-- == 0 || !p.in.hasSlot()) return moved;
       const SlotHeader slot = p.in.slotHeader();
@@ -180,12 +198,21 @@ bool ShmTransport::progressRecvs(Peer& p) {
         return true;
       }
       r->started = true;
+      if (slot.cmaAddr != 0) {  // a descriptor: the data stays in the sender's buffer
+        r->cmaAddr = slot.cmaAddr;
+        p.in.release();
+        p.bell.ring();
+        moved = true;
+        break;
+      }
+      count(counters_.received, slot.bytes);
       if (slot.bytes != 0) r->sink.deliver(r->sink.ctx, slot.offset, p.in.slotPayload(), slot.bytes);
       r->doneBytes += slot.bytes;
       p.in.release();
       p.bell.ring();
       moved = true;
     }
+    if (r->cmaAddr != 0) continue;
     p.recvs.pop()->state = Request::State::Done;
   }
   return moved;
@@ -217,6 +244,8 @@ bool ShmTransport::mayProgress() {
   for (Peer* p : active_) {
     if (!p->recvs.empty() && p->in.hasSlot()) return true;
     if (!p->sends.empty() && p->out.hasFreeSlot()) return true;
+    if (!p->recvs.empty() && p->recvs.front()->cmaAddr != 0) return true;
+    if (!p->acks.empty() && loadAcquire(p->out.cmaDone()) >= p->acks.front()->cmaOrdinal) return true;
     if (pairFailed(p->in.status()) || pairFailed(p->out.status())) return true;
   }
   return false;
@@ -267,7 +296,7 @@ void ShmTransport::failPair(Peer& p, Result code, std::string message, PairFailu
   failPairStatus(p.in.status(), reason, details);
   failPairStatus(p.out.status(), reason, details);
   p.bell.ring();  // the peer may sleep waiting for this rank
-  for (RequestQueue* queue : {&p.sends, &p.recvs}) {
+  for (RequestQueue* queue : {&p.sends, &p.recvs, &p.acks}) {
     while (!queue->empty()) {
       Request* r = queue->pop();
       r->state = Request::State::Failed;
@@ -302,6 +331,12 @@ void ShmTransport::failFromRemote(Peer& p, const PairFailureInfo& info) {
     case PairFailure::Closed:
       failPair(p, snclRemoteError,
                fmt::format("shm: rank {} closed its connection while rank {} still had messages for it", p.rank, rank_),
+               info.reason, d);
+      return;
+    case PairFailure::ReadFailed:
+      failPair(p, snclRemoteError,
+               fmt::format("shm: rank {} could not read a single-copy message of rank {} (the sender's buffer)",
+                           p.rank, rank_),
                info.reason, d);
       return;
     case PairFailure::Timeout:

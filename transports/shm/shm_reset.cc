@@ -45,6 +45,13 @@ class ResettableShm final : public Transport {
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override {
     inner_->observedFaults(links, deadRanks);
   }
+  void addCounters(TransportCounters* out) const override {
+    std::lock_guard<std::mutex> lock(mu_);  // a reset swaps inner_
+    out->bytesSent += before_.bytesSent;
+    out->bytesReceived += before_.bytesReceived;
+    out->bytesCopied += before_.bytesCopied;
+    inner_->addCounters(out);
+  }
 
   // Every rank stopped posting: the old pairs go (their destructor tells peers the pairs
   // closed), and the fresh setup's exchanges are the barrier after which all are new.
@@ -54,6 +61,7 @@ class ResettableShm final : public Transport {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (aborted_) return fail(snclInvalidUsage, "shm: rank {}: reset after an abort", ctx_.rank);
+      inner_->addCounters(&before_);  // the old one: its counts carry over
       inner_.swap(fresh);
     }
     fresh.reset();
@@ -67,8 +75,9 @@ class ResettableShm final : public Transport {
   ShmOptions options_;
   TransportContext ctx_;
   std::vector<int> peers_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool aborted_ = false;
+  TransportCounters before_;  // of the transports replaced by resets
   std::unique_ptr<Transport> inner_;
 };
 

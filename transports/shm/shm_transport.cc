@@ -19,6 +19,10 @@ ShmOptions ShmOptions::fromEnv() {
   ShmOptions o;
   o.fifoBytes = env::bytes("SNCL_SHM_FIFO_BYTES", 0);
   o.slotBytes = env::bytes("SNCL_SHM_SLOT_BYTES", 0);
+  o.singleCopy = env::integer("SNCL_SHM_CMA", 1) != 0;
+  o.singleCopyMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MIN_BYTES", o.singleCopyMinBytes));
+  o.singleCopyPieceBytes =
+      std::max<uint64_t>(shm::kPage, env::bytes("SNCL_SHM_CMA_PIECE_BYTES", o.singleCopyPieceBytes));
   return o;
 }
 
@@ -109,18 +113,41 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   for (int k = 0; k < nranks_; ++k)
     names[k] = std::string(records[k].name, strnlen(records[k].name, sizeof(records[k].name)));
   Result mapped = connectPeers(names);
-  std::vector<int32_t> statuses(nranks_);
-  statuses[rank_] = mapped;
-  r = ctx.bootstrap->allGather(statuses.data(), sizeof(int32_t), deadline);
+  // With the mapping status goes whether this rank can read all its peers' memory: the
+  // single-copy path is on for the comm only if every rank can (a sender cannot know
+  // whether its receiver could read a descriptor).
+  std::string noSingleCopy = options_.singleCopy ? "" : "SNCL_SHM_CMA=0";
+  if (mapped == snclSuccess)
+    for (Peer& p : peers_)
+      if (noSingleCopy.empty() && !probeSingleCopy(p, &noSingleCopy)) break;
+  struct MapRecord {
+    int32_t status;
+    int32_t singleCopy;
+  };
+  std::vector<MapRecord> statuses(nranks_);
+  statuses[rank_] = {mapped, noSingleCopy.empty() ? 1 : 0};
+  r = ctx.bootstrap->allGather(statuses.data(), sizeof(MapRecord), deadline);
   // Every peer has mapped this rank's segment (or given up): from now on only mappings
   // keep it alive, so nothing is left in /dev/shm however the ranks end.
   segment_->unlink();
   SNCL_CHECK(r);
   SNCL_CHECK(mapped);
-  for (int k = 0; k < nranks_; ++k)
-    if (statuses[k] != snclSuccess)
+  singleCopy_ = true;
+  for (int k = 0; k < nranks_; ++k) {
+    if (statuses[k].status != snclSuccess)
       return fail(snclRemoteError, "shm: rank {} could not map its peers' segments ({})", k,
-                  resultName(static_cast<Result>(statuses[k])));
+                  resultName(static_cast<Result>(statuses[k].status)));
+    if (!statuses[k].singleCopy) {
+      singleCopy_ = false;
+      if (noSingleCopy.empty()) noSingleCopy = fmt::format("rank {} cannot use it", k);
+    }
+  }
+  if (singleCopy_) {
+    staging_.assign(options_.singleCopyPieceBytes, 0);  // faulted in here, not on the first message
+  } else if (!peers_.empty()) {
+    log::info(log::Subsys::Transport, "shm: rank {}: single-copy path off ({}): every message goes through the FIFOs",
+              rank_, noSingleCopy);
+  }
 
   chooseWaitPolicy(ctx);
   pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
@@ -128,9 +155,11 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   lastStallCheck_ = Clock::now();
   connected_.store(true);
   if (aborted_.load()) return fail(snclInvalidUsage, "shm: rank {}: aborted during setup", rank_);
-  log::info(log::Subsys::Transport, "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, {}",
+  log::info(log::Subsys::Transport,
+            "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, single copy {}, {}",
             ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_, slotBytes_ >> 10,
             segment_->bytes() / 1048576.0,
+            singleCopy_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10) : std::string("off"),
             oversubscribed_ ? std::string("oversubscribed: no spinning")
                             : fmt::format("spinning {} us before sleeping", spinMicros_));
   return snclSuccess;
@@ -171,6 +200,12 @@ Result ShmTransport::createSegment(const TransportContext& ctx, const std::vecto
   header->slotBytes = slotBytes_;
   header->nSlots = nSlots_;
   header->fifoStride = stride;
+  // Any value a stray read elsewhere is unlikely to find: the probe compares it.
+  cmaProbe_ = (ctx.commId ^ 0x9e37'79b9'7f4a'7c15ull * static_cast<uint64_t>(rank_ + 1)) ^
+              reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  header->pid = getpid();
+  header->cmaProbeAddr = reinterpret_cast<uintptr_t>(&cmaProbe_);
+  header->cmaProbeValue = cmaProbe_;
   for (size_t i = 0; i < peers.size(); ++i) fifoOffsets(header)[peers[i]] = firstFifo + i * stride;
   bell_ = DoorbellRef(&header->doorbell);
   return snclSuccess;
@@ -186,6 +221,7 @@ Result ShmTransport::connectPeers(const std::vector<std::string>& names) {
     p.out = FifoSender(p.segment.fifo(), peerHeader->nSlots, peerHeader->slotBytes);
     p.in = FifoReceiver(segment_->data() + fifoOffsets(header)[p.rank], nSlots_, slotBytes_);
     p.bell = DoorbellRef(&p.segment.header()->doorbell);
+    p.sameProcess = p.segment.sameProcess();
     // The peer runs on this kernel (same boot id): a pidfd tells when its process exits,
     // zombie or not. No pidfd (the pid is not visible from this pid namespace, or the
     // process is gone already): the deadline alone catches a dead peer.

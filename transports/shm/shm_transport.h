@@ -12,6 +12,15 @@
 // place and frees it. A message longer than the FIFO streams through it. The first slot's
 // header carries (tag, total bytes), which the receiver checks against what it posted.
 //
+// Messages of at least SNCL_SHM_CMA_MIN_BYTES take the single-copy path instead
+// (shm_single_copy.cc): the sender publishes one slot holding a descriptor (the buffer's
+// address in its address space), and the receiver reads the buffer itself with
+// process_vm_readv (memcpy when the peer is a thread of this process): straight into the
+// destination of a plain receive (RecvSink::dst), in cache-sized pieces through a staging
+// buffer when the sink reduces. The send completes when the receiver bumps the FIFO's
+// cmaDone counter, so the sender's buffer is never released while it may be read. Setup
+// probes the path once; if any rank cannot use it, the whole comm uses the FIFOs.
+//
 // Progress happens in test() (all peers, every call); wait() spins briefly and then sleeps
 // on this rank's doorbell, which peers ring after they publish or free a slot for it. A
 // pair fails as a whole (both directions, both ranks) on a mismatch, an abort, a timeout
@@ -48,6 +57,8 @@ class ShmTransport : public Transport {
   void abort() override;
   // Peers whose process exited (pidfd), dead or not talking to this rank right now.
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
+  void addCounters(TransportCounters* out) const override;
+  bool singleCopy() const { return singleCopy_; }
 
  private:
   struct Peer {
@@ -60,6 +71,10 @@ class ShmTransport : public Transport {
     DoorbellRef bell;  // the peer's
     RequestQueue sends;
     RequestQueue recvs;
+    RequestQueue acks;        // single-copy sends published, waiting for the receiver's cmaDone
+    uint64_t cmaPosted = 0;   // single-copy sends published on out
+    uint64_t cmaRead = 0;     // single-copy messages read from in (what this rank wrote to cmaDone)
+    bool sameProcess = false; // a thread of this process: memcpy instead of process_vm_readv
     bool active = false;      // in active_: has queued requests
     bool progressed = false;  // moved a slot (or became active) since the last stall check
     Clock::time_point lastProgress;
@@ -71,6 +86,7 @@ class ShmTransport : public Transport {
   Result createSegment(const TransportContext& ctx, const std::vector<int>& peers);
   Result connectPeers(const std::vector<std::string>& names);
   void chooseWaitPolicy(const TransportContext& ctx);
+  bool probeSingleCopy(Peer& p, std::string* why);
 
   // posting and progress
   Result peerForPost(int peerRank, Peer** out);
@@ -79,6 +95,11 @@ class ShmTransport : public Transport {
   bool progressPeer(Peer& p);
   bool progressSends(Peer& p);
   bool progressRecvs(Peer& p);
+  // single copy (shm_single_copy.cc)
+  bool postSingleCopy(Peer& p, Request& r);
+  bool progressAcks(Peer& p);
+  int readSingleCopy(Peer& p, Request& r);  // 1: finished, 0: more to read, -1: the pair failed
+  int readPeer(Peer& p, char* to, uint64_t from, size_t bytes);  // 0 or an errno
   bool mayProgress();
   void checkStalledPeers();
   bool peerAlive(const Peer& p) const;
@@ -107,6 +128,19 @@ class ShmTransport : public Transport {
   std::atomic<bool> connected_{false};  // setup finished: abort() may touch the pairs
   std::atomic<bool> aborted_{false};
   bool abortHandled_ = false;
+
+  // Single-copy path: on for the comm when every rank enabled it and could read its peers.
+  bool singleCopy_ = false;
+  uint64_t cmaProbe_ = 0;     // the word peers read at setup (its address is in the header)
+  std::vector<char> staging_; // one piece for reduced single-copy receives, faulted in at setup
+
+  // Written only by the driving thread, read by any (addCounters): relaxed, no RMW.
+  struct Counters {
+    std::atomic<uint64_t> sent{0}, received{0}, copied{0};
+  } counters_;
+  static void count(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
 };
 
 }  // namespace sncl::shm
