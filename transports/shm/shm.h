@@ -17,6 +17,11 @@ struct ShmOptions {
   // between threads of one process) instead of streaming through the FIFO. Used only when
   // every rank of the comm enables it and can read its peers (probed at setup).
   bool singleCopy = true;
+  // Only when the host runs more ranks than it has cores. Measured on 2 quiet cores (4 MiB,
+  // against the FIFO path): 8 ranks All-Gather 1.9x, Broadcast 2.3x, All-Reduce 1.5x faster;
+  // 2 ranks Send/Recv 2-2.7x and All-Reduce 1.4-2x slower, since with a core per rank the
+  // FIFO's two copies overlap and a single-copy send waits for its reader.
+  bool singleCopyAuto = false;
   // Below ~256 KiB a process_vm_readv (~1.5 us a call, ~0.2 us a page pinned) costs about
   // what the FIFO's two in-cache copies cost; beyond the cache it costs one copy instead of two.
   size_t singleCopyMinBytes = 256u << 10;
@@ -24,8 +29,8 @@ struct ShmOptions {
   // into a staging buffer, so that the reduction reads it from cache.
   size_t singleCopyPieceBytes = 128u << 10;
 
-  // SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (0 disables the single-copy
-  // path), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
+  // SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
+  // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
   static ShmOptions fromEnv();
 };
 

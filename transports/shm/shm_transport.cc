@@ -19,7 +19,10 @@ ShmOptions ShmOptions::fromEnv() {
   ShmOptions o;
   o.fifoBytes = env::bytes("SNCL_SHM_FIFO_BYTES", 0);
   o.slotBytes = env::bytes("SNCL_SHM_SLOT_BYTES", 0);
-  o.singleCopy = env::integer("SNCL_SHM_CMA", 1) != 0;
+  // Unset: on when the host has more ranks than cores (singleCopyAuto).
+  const auto cma = env::str("SNCL_SHM_CMA");
+  o.singleCopyAuto = !cma || cma->empty();
+  o.singleCopy = o.singleCopyAuto || env::integer("SNCL_SHM_CMA", 1) != 0;
   o.singleCopyMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MIN_BYTES", o.singleCopyMinBytes));
   o.singleCopyPieceBytes =
       std::max<uint64_t>(shm::kPage, env::bytes("SNCL_SHM_CMA_PIECE_BYTES", o.singleCopyPieceBytes));
@@ -116,7 +119,13 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   // With the mapping status goes whether this rank can read all its peers' memory: the
   // single-copy path is on for the comm only if every rank can (a sender cannot know
   // whether its receiver could read a descriptor).
-  std::string noSingleCopy = options_.singleCopy ? "" : "SNCL_SHM_CMA=0";
+  chooseWaitPolicy(ctx);
+  // By default only with more ranks than cores: there the FIFO's second copy costs a core
+  // another rank needs, while with a core per rank both copies run at once and a send that
+  // waits for its reader is slower (shm.h).
+  std::string noSingleCopy = !options_.singleCopy                             ? "SNCL_SHM_CMA=0"
+                             : options_.singleCopyAuto && !oversubscribed_ ? "a core per rank; SNCL_SHM_CMA=1 forces it"
+                                                                            : "";
   if (mapped == snclSuccess)
     for (Peer& p : peers_)
       if (noSingleCopy.empty() && !probeSingleCopy(p, &noSingleCopy)) break;
@@ -149,7 +158,6 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
               rank_, noSingleCopy);
   }
 
-  chooseWaitPolicy(ctx);
   pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
   active_.reserve(peers_.size());
   lastStallCheck_ = Clock::now();
