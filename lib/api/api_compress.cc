@@ -22,6 +22,18 @@ bool overlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
+sncl::CompressCall callOf(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t type, snclRedOp_t op,
+                          sncl::QuantKind kind) {
+  sncl::CompressCall call;
+  call.input = sendbuff;
+  call.output = recvbuff;
+  call.count = count;
+  call.dtype = type;
+  call.op = op;
+  call.kind = kind;
+  return call;
+}
+
 Result allReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t type, snclRedOp_t op,
                            snclComm* comm, snclStream* stream, const snclCompressOpts_t* opts) {
   constexpr const char* fn = "snclAllReduceCompressed";
@@ -75,13 +87,8 @@ Result allReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, s
   }
   // The composite runs on this thread, after the stream's earlier calls on the comm.
   if (stream) SNCL_CHECK(stream->eventWait(stream->ticket()));
-  sncl::CompressCall call;
-  call.input = sendbuff;
-  call.output = recvbuff;
-  call.count = count;
-  call.dtype = type;
-  call.op = op;
-  call.kind = opts->kind == snclCompressInt8 ? sncl::QuantKind::Int8 : sncl::QuantKind::Fp8e4m3;
+  sncl::CompressCall call = callOf(sendbuff, recvbuff, count, type, op,
+                                   opts->kind == snclCompressInt8 ? sncl::QuantKind::Int8 : sncl::QuantKind::Fp8e4m3);
   call.blockElems = opts->blockElems ? opts->blockElems : sncl::kCompressDefaultBlock;
   call.residual = opts->residual;
   return sncl::compressedAllReduce(comm, call);
@@ -95,14 +102,7 @@ bool allReduceAutoCompressed(const void* sendbuff, void* recvbuff, size_t count,
                              snclRedOp_t op, snclComm* comm, Result* result) {
   sncl::QuantKind kind;
   if (!sncl::compressAutomatically(comm, count, type, op, &kind)) return false;
-  sncl::CompressCall call;
-  call.input = sendbuff;
-  call.output = recvbuff;
-  call.count = count;
-  call.dtype = type;
-  call.op = op;
-  call.kind = kind;
-  *result = sncl::compressedAllReduce(comm, call);
+  *result = sncl::compressedAllReduce(comm, callOf(sendbuff, recvbuff, count, type, op, kind));
   return true;
 }
 
