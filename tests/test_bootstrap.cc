@@ -10,11 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "lib/base/gather_tree.h"
 #include "lib/net/bootstrap.h"
+#include "lib/net/bootstrap_wire.h"
 #include "lib/net/socket.h"
 
 using namespace sncl;
@@ -415,6 +418,106 @@ TEST_CASE("a peer that exits is an error, not a hang", "[bootstrap]") {
     CHILD_CHECK(bootstrap->recv(1, 9, &x, sizeof(x), Deadline::afterMs(kDeadlineMs)) == snclRemoteError);
     CHILD_CHECK(strstr(lastError(), "closed the connection"));
     CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(5000));
+    return 0;
+  });
+  requireAllPassed(codes);
+}
+
+// ---- The rendezvous down the tree: a missing or stuck rank fails the ranks that wait on
+// it, with its name, before their deadline. ----
+
+namespace {
+
+uint64_t testSeed() {
+  const char* s = getenv("SNCL_TEST_SEED");
+  const uint64_t seed = s ? strtoull(s, nullptr, 10) : std::random_device{}();
+  printf("test_bootstrap seed %llu (SNCL_TEST_SEED to repeat)\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+// A rank that says a valid hello to the root and then does nothing: its listener accepts
+// nothing (connects still succeed, into the backlog) and it never passes the table on.
+struct StuckRank {
+  Socket listener, root;
+  StuckRank(const snclUniqueId& id, int rank, int nranks) {
+    SocketAddress address;
+    REQUIRE(parseHostPort("127.0.0.1:1", &address) == snclSuccess);
+    address.sin.sin_port = 0;  // any free port
+    REQUIRE(Socket::listen(address, false, &listener) == snclSuccess);
+    const wire::IdLayout layout = wire::decodeId(id);
+    REQUIRE(Socket::connect(layout.root, Deadline::afterMs(kDeadlineMs), &root) == snclSuccess);
+    wire::RootHello hello{wire::kHelloMagic, layout.secret, rank, nranks, listener.address()};
+    REQUIRE(root.sendAll(&hello, sizeof(hello), Deadline::afterMs(kDeadlineMs)) == snclSuccess);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a rank that never arrives fails the others, named, before their deadline", "[bootstrap]") {
+  std::mt19937_64 rng(testSeed());
+  const int nranks = int(rng() % 7) + 2;  // 2..8
+  const int missing = int(rng() % uint64_t(nranks));
+  INFO("nranks " << nranks << ", rank " << missing << " never arrives");
+  snclUniqueId id = createRoot();
+  const std::string expected = fmt::format("rank {} never arrived at the root", missing);
+  auto codes = forkRanks(nranks - 1, [&](int child) {
+    const int rank = child < missing ? child : child + 1;
+    std::unique_ptr<Bootstrap> bootstrap;
+    const auto start = Clock::now();
+    Result r = Bootstrap::connect(id, rank, nranks, Deadline::afterMs(3000), &bootstrap);
+    CHILD_CHECK(r == snclTimeout);
+    CHILD_CHECK(strstr(lastError(), expected.c_str()));
+    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(3500));
+    return 0;
+  });
+  requireAllPassed(codes);
+}
+
+TEST_CASE("a rank stuck after its hello fails its whole subtree, named", "[bootstrap]") {
+  std::mt19937_64 rng(testSeed());
+  const int nranks = int(rng() % 6) + 4;  // 4..9
+  std::vector<int> parents;  // ranks with a subtree below them (rank 0 is the real root's child)
+  for (int r = 1; r < nranks; ++r)
+    if (gather_tree::subtreeSize(r, nranks) > 1) parents.push_back(r);
+  const int stuck = parents[rng() % parents.size()];
+  const int end = stuck + gather_tree::subtreeSize(stuck, nranks);
+  INFO("nranks " << nranks << ", rank " << stuck << " is stuck; its subtree ends before " << end);
+  snclUniqueId id = createRoot();
+  StuckRank fake(id, stuck, nranks);
+  const std::string expected = fmt::format("rank {} did not pass the address table on to rank", stuck);
+  auto codes = forkRanks(nranks - 1, [&](int child) {
+    const int rank = child < stuck ? child : child + 1;
+    std::unique_ptr<Bootstrap> bootstrap;
+    const auto start = Clock::now();
+    Result r = Bootstrap::connect(id, rank, nranks, Deadline::afterMs(4000), &bootstrap);
+    if (rank < stuck || rank >= end) {  // outside the subtree: the table reached it
+      CHILD_CHECK(r == snclSuccess);
+      return 0;
+    }
+    CHILD_CHECK(r == snclRemoteError);
+    CHILD_CHECK(strstr(lastError(), expected.c_str()));
+    CHILD_CHECK(Clock::now() - start < std::chrono::milliseconds(4500));
+    return 0;
+  });
+  requireAllPassed(codes);
+}
+
+TEST_CASE("a rank that leaves before all arrived fails everyone, named", "[bootstrap]") {
+  std::mt19937_64 rng(testSeed());
+  const int nranks = int(rng() % 7) + 2;  // 2..8
+  const int leaver = int(rng() % uint64_t(nranks));
+  INFO("nranks " << nranks << ", rank " << leaver << " leaves");
+  snclUniqueId id = createRoot();
+  { StuckRank gone(id, leaver, nranks); }  // hello, then both sockets close
+  // Before the others arrive (were all in first, the close would mean "has the table").
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string expected = fmt::format("rank {} left the rendezvous before all ranks arrived", leaver);
+  auto codes = forkRanks(nranks - 1, [&](int child) {
+    const int rank = child < leaver ? child : child + 1;
+    std::unique_ptr<Bootstrap> bootstrap;
+    Result r = Bootstrap::connect(id, rank, nranks, Deadline::afterMs(kDeadlineMs), &bootstrap);
+    CHILD_CHECK(r == snclRemoteError);
+    CHILD_CHECK(strstr(lastError(), expected.c_str()));
     return 0;
   });
   requireAllPassed(codes);

@@ -220,21 +220,24 @@ TEST_CASE("sends nobody receives fail instead of hanging", "[groups][errors]") {
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 
   // A small one the transport takes: the receiver fails at the pair's next message (a tag
-  // mismatch), and then so does the sender.
+  // mismatch), and then so does the sender. The All-Reduce is larger than the shm cells
+  // (SNCL_SHM_CELL_BYTES), which do not use the pair's messages: a call on them is not
+  // that next message.
   exits = test::runRanks(2, [](int rank, int n, const snclUniqueId& id) {
     snclConfig_t config = SNCL_CONFIG_INITIALIZER;
     config.timeoutMs = 2000;
     snclComm_t comm = nullptr;
     if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 3;
-    float v[4] = {1, 2, 3, 4};
+    constexpr size_t kCount = 64 << 10;  // 256 KiB
+    std::vector<float> v(kCount, 1.0f);
     int failures = 0;
-    if (rank == 0) failures += snclSend(v, 4, snclFloat32, 1, comm, nullptr) != snclSuccess;
-    snclResult_t r = snclAllReduce(v, v, 4, snclFloat32, snclSum, comm, nullptr);
+    if (rank == 0) failures += snclSend(v.data(), 4, snclFloat32, 1, comm, nullptr) != snclSuccess;
+    snclResult_t r = snclAllReduce(v.data(), v.data(), kCount, snclFloat32, snclSum, comm, nullptr);
     if (rank == 1) {
       failures += r != snclInvalidArgument;
       failures += std::string(snclGetLastError(comm)).find("tag") == std::string::npos;
     } else if (r == snclSuccess) {  // its peer's data was already on the way
-      r = snclAllReduce(v, v, 4, snclFloat32, snclSum, comm, nullptr);
+      r = snclAllReduce(v.data(), v.data(), kCount, snclFloat32, snclSum, comm, nullptr);
       failures += r == snclSuccess;
     }
     snclCommAbort(comm);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -80,6 +81,25 @@ void compare(const Case& c, CollType coll, size_t bytes, CostClock clock) {
     std::printf("%s: %zu pair routes, %zu classes, %zu class routes, %zu bundles, bundling %s\n", c.name.c_str(),
                 st.pairRoutes, st.classes, st.classRoutes, st.bundles, st.bundling ? "on" : "off");
   }
+  // choose() prunes (a candidate stops costing once it exceeds the best so far): the same
+  // choice and estimate, bit for bit, as the full comparison on either path.
+  for (Planner* p : {&pf, &pe}) {
+    const int bucket = std::bit_width(bytes);
+    const size_t low = size_t(1) << (bucket - 1), high = (size_t(1) << bucket) - 1;
+    std::vector<Plan> all = p->candidates(coll, low);
+    if (high > kDirectMaxBytes)
+      std::erase_if(all, [&](const Plan& x) {
+        return x.algorithm == Algorithm::Direct || scanByDoubling(coll, x.algorithm) ||
+               (x.algorithm == Algorithm::Hierarchical &&
+                (x.inner == algo::GroupAlgo::Direct || x.outer == algo::FlatAllReduce::Direct));
+      });
+    if (all.empty()) continue;  // nothing fits the bucket: choose's fallback, nothing pruned
+    const Plan pruned = p->choose(coll, bytes);
+    INFO("pruned " << p->describe(pruned) << " " << pruned.estimateUs << " us, unpruned " << p->describe(all.front()) << " "
+                   << all.front().estimateUs << " us");
+    CHECK(p->describe(pruned) == p->describe(all.front()));
+    CHECK(pruned.estimateUs == all.front().estimateUs);
+  }
   const Plan f = pf.choose(coll, bytes), e = pe.choose(coll, bytes);
   CHECK(f.algorithm == e.algorithm);
   CHECK(std::fabs(f.estimateUs - e.estimateUs) <= 1e-6 * e.estimateUs);
@@ -130,7 +150,7 @@ TEST_CASE("fast path: symmetric shapes use classes and bundles and agree with th
     CHECK(st.bundling);
     CHECK(st.classes == 4);  // one per rack: its endpoints hang off the same leaves
     CHECK(st.classRoutes > 0);
-    CHECK(st.classRoutes < st.pairRoutes);
+    CHECK(st.pairRoutes == 0);  // every pair costed by its classes: nothing kept per pair
     CHECK(st.bundles > 0);
     auto e = std::make_shared<CostModel>(g, c.rankVertex, defaultTuning(), CostClock::Wall, CostPath::Exact);
     Planner pe(0, e, PlannerOptions{});
@@ -205,6 +225,40 @@ TEST_CASE("fast path: asymmetry splits classes and bundles correctly", "[planner
     std::shuffle(rv.begin(), rv.end(), rng);
     rv.resize(rv.size() - 1 - rng() % (rv.size() / 2));
     compareAll({"clos, shuffled subset", g, rv}, rng);
+  }
+  SECTION("endpoints linked directly to each other (they keep their classes)") {
+    // Per node: endpoints a0, a1 each linked to b0 and b1 (and all four to the node's
+    // switch), so a0 and a1 are attached alike, as are b0 and b1: classes of two whose
+    // pairs across are direct links, and pairs inside a class go through the switch.
+    auto g = std::make_shared<topo::Graph>();
+    topo::VertexId core;
+    REQUIRE(g->addVertex("core", topo::VertexAttrs{}, &core) == snclSuccess);
+    for (int n = 0; n < 3; ++n) {
+      topo::VertexAttrs nodeAttrs;
+      nodeAttrs.kind = topo::VertexKind::Node;
+      nodeAttrs.forwards = 0;
+      topo::VertexId node, sw;
+      const std::string prefix = std::string("n").append(std::to_string(n));
+      REQUIRE(g->addVertex(prefix, nodeAttrs, &node) == snclSuccess);
+      topo::VertexAttrs swAttrs;
+      swAttrs.parent = node;
+      REQUIRE(g->addVertex(std::string(prefix).append(".sw"), swAttrs, &sw) == snclSuccess);
+      REQUIRE(g->addLink(sw, core, {100, 1.0, topo::LinkKind::Net}) == snclSuccess);
+      std::vector<topo::VertexId> ep(4);
+      for (int e = 0; e < 4; ++e) {
+        topo::VertexAttrs a;
+        a.kind = topo::VertexKind::Endpoint;
+        a.parent = node;
+        REQUIRE(g->addVertex(std::string(prefix).append(".e").append(std::to_string(e)), a, &ep[e]) == snclSuccess);
+        REQUIRE(g->addLink(ep[e], sw, {20, 0.3, topo::LinkKind::Bus}) == snclSuccess);
+      }
+      for (int a = 0; a < 2; ++a)
+        for (int b = 2; b < 4; ++b) REQUIRE(g->addLink(ep[a], ep[b], {50, 0.2, topo::LinkKind::Bus}) == snclSuccess);
+    }
+    REQUIRE(g->finalize() == snclSuccess);
+    REQUIRE(g->mapRanks(int(g->endpointCount())) == snclSuccess);
+    compareAll({"directly linked endpoints", g, allRanks(*g)}, rng);
+    CHECK(statsOf({"", g, allRanks(*g)}).classes == 6);  // {a0, a1} and {b0, b1} per node
   }
   SECTION("a link lost after planning: the next epoch is costed anew") {
     auto g = build(clos());

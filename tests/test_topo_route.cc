@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <random>
+#include <string>
 #include <thread>
 
 #include "lib/topo/generators.h"
@@ -276,4 +279,72 @@ TEST_CASE("routes from several threads at once agree with routes from one") {
     });
   for (auto& th : threads) th.join();
   CHECK(mismatches == 0);
+}
+
+// Templates (routes kept per pair of attachments) and shared trees must give every pair
+// the route a cold cache gives it. Random graphs of switches and endpoints that do not
+// forward, some endpoints linked to each other directly, some links down: each pair's
+// route from a warm cache (asked in a random order, twice) against a fresh clone's.
+TEST_CASE("route caches: warm routes equal cold ones, also between directly linked endpoints") {
+  const uint64_t seed = std::random_device{}();
+  std::printf("test_topo_route seed %llu\n", static_cast<unsigned long long>(seed));
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g;
+    const int switches = 1 + int(rng() % 3), endpoints = 2 + int(rng() % 7);
+    std::vector<VertexId> sw, ep;
+    for (int i = 0; i < switches; ++i) {
+      VertexId v;
+      REQUIRE(g.addVertex(std::string("s").append(std::to_string(i)), VertexAttrs{}, &v) == snclSuccess);
+      sw.push_back(v);
+    }
+    for (int i = 0; i + 1 < switches; ++i)
+      REQUIRE(g.addLink(sw[i], sw[i + 1], {40, 0.2, LinkKind::Bus}) == snclSuccess);
+    const double lats[] = {0.1, 0.2, 0.3};
+    const double bws[] = {10, 20};
+    for (int i = 0; i < endpoints; ++i) {
+      VertexAttrs a;
+      a.kind = VertexKind::Endpoint;
+      VertexId v;
+      REQUIRE(g.addVertex(std::string("e").append(std::to_string(i)), a, &v) == snclSuccess);
+      ep.push_back(v);
+      // Attached alike often (same switches, same figures): that is what templates share.
+      const int first = int(rng() % switches), count = 1 + int(rng() % 2);
+      for (int k = 0; k < count && first + k < switches; ++k)
+        REQUIRE(g.addLink(v, sw[first + k], {10, 0.1, LinkKind::Bus}) == snclSuccess);
+    }
+    for (int i = 0; i < endpoints; ++i)
+      for (int j = i + 1; j < endpoints; ++j)
+        if (rng() % 3 == 0)
+          REQUIRE(g.addLink(ep[i], ep[j], {bws[rng() % 2], lats[rng() % 3], LinkKind::Bus}) == snclSuccess);
+    REQUIRE(g.finalize() == snclSuccess);
+    if (rng() % 3 == 0 && g.linkCount() > 0)
+      REQUIRE(g.setLinkState(LinkId(rng() % g.linkCount()), LinkState::Down) == snclSuccess);
+    std::vector<std::pair<VertexId, VertexId>> pairs;
+    for (VertexId a : ep)
+      for (VertexId b : ep)
+        if (a != b) pairs.emplace_back(a, b);
+    for (int round = 0; round < 2; ++round) {
+      std::shuffle(pairs.begin(), pairs.end(), rng);
+      for (auto [a, b] : pairs) {
+        Graph cold = g.clone();
+        Route warm, fresh;
+        REQUIRE(g.route(a, b, &warm) == snclSuccess);
+        REQUIRE(cold.route(a, b, &fresh) == snclSuccess);
+        INFO("trial " << trial << ": " << g.vertexName(a) << " -> " << g.vertexName(b));
+        REQUIRE(warm.reachable == fresh.reachable);
+        CHECK(warm.latencyUs == fresh.latencyUs);
+        CHECK(warm.bandwidthGBps == fresh.bandwidthGBps);
+        CHECK(warm.hops == fresh.hops);
+        REQUIRE(warm.shares.size() == fresh.shares.size());
+        for (size_t i = 0; i < warm.shares.size(); ++i) {
+          CHECK(warm.shares[i].link == fresh.shares[i].link);
+          CHECK(warm.shares[i].from == fresh.shares[i].from);
+          CHECK(warm.shares[i].to == fresh.shares[i].to);
+          CHECK(warm.shares[i].fraction == fresh.shares[i].fraction);
+        }
+      }
+    }
+  }
 }

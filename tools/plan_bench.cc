@@ -1,7 +1,8 @@
 // plan_bench: how long the planner takes to choose on a large topology, and how much memory
 // it holds, on the cost model's fast path (classes of pairs, bundled links); with --check,
 // whether the exact path (every pair routed, every link on its own) chooses the same.
-// Not a test: figures, and a non-zero exit when the two paths disagree.
+// Not a test: figures, and a non-zero exit when the two paths disagree. choose() prunes
+// candidates (docs/planner.md), as every comm's planner does.
 //
 //   plan_bench FILE [--coll C] [--size S]... [--clock wall|bus|sim] [--check]
 //
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
     const size_t bytes = planBytesOfSize(coll, size, g.rankCount());
     const Choice fast = plan(g, clock, CostPath::Bundled, coll, bytes);
     fmt::print("{} {} B: {} estimate {:.6f} us; planning {:.3f} s wall, {:.3f} s CPU, peak RSS {:.0f} MiB "
-               "({} pair routes, {} classes, {} class routes, {} bundles{})\n",
+               "({} pairs routed whole, {} classes, {} class routes, {} bundles{})\n",
                collText, size, fast.name, fast.estimateUs, fast.wallS, fast.cpuS, peakRssMiB(), fast.stats.pairRoutes,
                fast.stats.classes, fast.stats.classRoutes, fast.stats.bundles,
                fast.stats.bundling ? "" : ", bundling off");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for a bounded time (CI: 30 s).
+# Builds the libFuzzer targets with clang and runs each for a bounded time (CI: 30 s each):
+# the topology file parser and the topology cache reader.
 #   tools/run_fuzz.sh [seconds]      (default 30; build directory: build-fuzz)
 # Exits non-zero when a target crashes, leaks or times out; the reproducer is left in
 # build-fuzz/crashes/.
@@ -9,9 +10,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SNCL_FUZZ_BUILD:-$root/build-fuzz}"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSNCL_FUZZ=ON -DSNCL_BUILD_TESTS=OFF -DSNCL_BUILD_PERF=OFF -DSNCL_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" -j2 --target fuzz_topo_file
-mkdir -p "$build/crashes" "$build/corpus/topo_file"
+cmake --build "$build" -j2 --target fuzz_topo_file fuzz_graph_binary
+mkdir -p "$build/crashes" "$build/corpus/topo_file" "$build/corpus/graph_binary"
 # Seeds: the checked-in corpus and the example topologies.
 "$build/fuzz/fuzz_topo_file" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -max_len=65536 -artifact_prefix="$build/crashes/" -print_final_stats=1 \
   "$build/corpus/topo_file" "$root/fuzz/corpus/topo_file" "$root/topologies"
+# The topology cache reader; seeds: small graphs in their binary form.
+"$build/fuzz/fuzz_graph_binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  -max_len=65536 -artifact_prefix="$build/crashes/" -print_final_stats=1 \
+  "$build/corpus/graph_binary" "$root/fuzz/corpus/graph_binary"

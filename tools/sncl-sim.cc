@@ -99,6 +99,7 @@ int printInit(int n, const sim::BootstrapNet& net, bool json) {
     j["messages_sent_per_level"] = m.sentPerLevel;
     j["bytes"] = m.bytes;
     j["root_bytes"] = m.rootBytes;
+    j["rendezvous_max_rank_bytes"] = m.maxRendezvousBytes;
     j["rendezvous_us"] = m.rendezvousUs;
     j["allgathers_us"] = m.gatherUs;
     j["init_us"] = m.timeUs;
@@ -110,8 +111,8 @@ int printInit(int n, const sim::BootstrapNet& net, bool json) {
   fmt::print("messages   per rank (sent + received): max {}, mean {:.2f}; total sent {}\n", m.maxMessages,
              m.meanMessages, m.totalMessages);
   fmt::print("per level  sent by the ranks at tree depth 0..{}: {}\n", m.depth, fmt::join(m.sentPerLevel, " "));
-  fmt::print("bytes      {:.4g} sent in all, {:.4g} of them by the rendezvous root (the address tables)\n", m.bytes,
-             m.rootBytes);
+  fmt::print("bytes      {:.4g} sent in all; rendezvous: the root {:.4g} (one address table), rank 0 {:.4g} "
+             "(one per tree child)\n", m.bytes, m.rootBytes, m.maxRendezvousBytes);
   fmt::print("time       {:.1f} us modeled: rendezvous {:.1f} us, all-gathers {:.1f} us\n", m.timeUs, m.rendezvousUs,
              m.gatherUs);
   return 0;

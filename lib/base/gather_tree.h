@@ -1,4 +1,5 @@
-// The shape of the bootstrap's all-gather (lib/net/bootstrap_tree.cc): a binomial tree rooted
+// The shape of the bootstrap's all-gather (lib/net/bootstrap_tree.cc) and of the rendezvous's
+// address-table broadcast (lib/net/bootstrap_rendezvous.cc): a binomial tree rooted
 // at rank 0 whose subtrees are contiguous rank ranges, so a rank's gathered part is one slice
 // of the slot array. Gather: each rank receives its children's slices (smallest first), then
 // sends its own subtree's slice to its parent once. Broadcast: each rank receives all slots

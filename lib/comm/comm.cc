@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <optional>
 
 #include "lib/base/env.h"
 #include "lib/base/hash.h"
@@ -187,6 +188,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   SNCL_CHECK(setupPlanner(comm));
   faultInit(comm);
+  cellsInit(comm);
   observeInit(comm);
   return snclSuccess;
 }
@@ -212,10 +214,16 @@ std::string linkHealthSummary(const topo::Graph& g) {
 
 // One attempt of a schedule. With retry on, its failures are the agreement's to judge:
 // logged at INFO, and a call that fails for good says why at WARN when it returns.
-Result runAttempt(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
-  if (!comm->fault.retry) return comm->executor->run(schedule, args);
-  ExpectedErrors expected;
-  return comm->executor->run(schedule, args);
+// Small calls of a comm whose ranks share memory run on its cells instead (lib/comm/cells_path.h),
+// decided per attempt: a fault's catch-up pins the call to its schedule on every rank.
+Result runAttempt(snclComm* comm, const CollOp& op, const algo::Schedule& schedule, const ExecArgs& args,
+                  bool* interrupted) {
+  std::optional<ExpectedErrors> expected;
+  if (comm->fault.retry) expected.emplace();
+  if (cellsTake(comm, op, args.seq)) return cellsRun(comm, op, args, interrupted);
+  const Result r = comm->executor->run(schedule, args);
+  *interrupted = comm->executor->interrupted();
+  return r;
 }
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
@@ -234,8 +242,8 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   double failedAt = 0;
   std::vector<uint32_t> rerouted;
   for (int attempt = 1;; ++attempt) {
-    Result r = runAttempt(comm, comm->schedule, args);
-    const bool interrupted = comm->executor->interrupted();
+    bool interrupted = false;
+    Result r = runAttempt(comm, op, comm->schedule, args, &interrupted);
     if (r == snclSuccess && !faultPending(comm)) break;
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;

@@ -14,6 +14,7 @@
 #include "algorithms/schedule.h"
 #include "lib/base/error.h"
 #include "lib/comm/catch_up.h"
+#include "lib/comm/cells_path.h"
 #include "lib/comm/fault.h"
 #include "lib/comm/group.h"
 #include "lib/comm/observe.h"
@@ -82,7 +83,8 @@ struct snclComm {
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/comm/fault.h)
   sncl::CallHistory history;     // the last calls, for ranks still in them after a fault (lib/comm/catch_up.h)
   sncl::Observation obs;         // status, profiler hook, trace (lib/comm/observe.h)
-  std::shared_ptr<sncl::CompressState> compress;  // compressed All-Reduce's scratch and setting
+  std::shared_ptr<sncl::CompressState> compress;
+  sncl::CellsPath cells;         // small collectives on shared-memory cells (lib/comm/cells_path.h)  // compressed All-Reduce's scratch and setting
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

@@ -48,6 +48,7 @@ class Executor {
     void* user = nullptr;
   };
   void setWaitHook(WaitHook h) { waitHook_ = h; }
+  WaitHook waitHook() const { return waitHook_; }
   bool interrupted() const { return interrupted_; }
   // Steps that waited over a quarter of the deadline without progress, then went on.
   uint64_t stalls() const { return stalls_; }

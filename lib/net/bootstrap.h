@@ -1,5 +1,6 @@
-// Bootstrap: unique id -> TCP rendezvous with a secret -> all-gather of peer info (a binomial
-// tree, lib/net/bootstrap_tree.h). It stays connected for the comm's lifetime and carries
+// Bootstrap: unique id -> TCP rendezvous with a secret (the address table comes down a
+// binomial tree, bootstrap_rendezvous.cc) -> all-gathers of peer info (the same tree,
+// lib/net/bootstrap_tree.h). It stays connected for the comm's lifetime and carries
 // out-of-band messages (setup exchanges of transports, and later the fault-handling side channel).
 #pragma once
 

@@ -50,6 +50,7 @@ CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo:
 void CostModel::clearCache() const {
   routes_.clear();
   classRoutes_.clear();
+  classCount_ = 0;
   patternIds_.clear();
   patterns_.clear();
   endEntries_.clear();
@@ -60,16 +61,20 @@ void CostModel::clearCache() const {
     std::unordered_map<std::string, int32_t> ids;
     for (size_t r = 0; r < rankVertex_.size(); ++r) {
       const topo::VertexId v = rankVertex_[r];
+      // Directly linked endpoints have classes too: if a of class A links to b of class B,
+      // every member of A links to every member of B (each one's attachment names the
+      // other's peers), so a pair of classes is direct for all its pairs or none.
       if (v >= graph_->vertexCount() || graph_->forwards(v)) continue;
-      // A link to another endpoint that does not forward would make that one pair's route
-      // differ from its class's: such ranks are routed pair by pair.
-      bool endpointPeer = false;
-      for (topo::VertexId peer : graph_->neighborsOf(v)) endpointPeer |= !graph_->forwards(peer);
-      if (endpointPeer) continue;
       std::string key = topo::attachmentKey(*graph_, v);
       if (!key.empty()) rankClass_[r] = ids.emplace(std::move(key), int32_t(ids.size())).first->second;
     }
+    classCount_ = int32_t(ids.size());
   }
+  classRouteAt_.clear();
+  constexpr size_t kMaxTable = size_t(1) << 20;  // 8 MiB of pointers
+  if (size_t(classCount_) * size_t(classCount_) <= kMaxTable)
+    classRouteAt_.assign(size_t(classCount_) * size_t(classCount_), nullptr);
+  rankEnds_.assign(rankVertex_.size(), {});
   bundlesByHash_.clear();
   bundleChannels_.clear();
   ++generation_;
@@ -141,7 +146,8 @@ bool CostModel::entriesOf(std::span<const topo::LinkShare> s, Entries* out) cons
   return true;
 }
 
-void CostModel::priceRoute(double latencyUs, bool net, bool bus, PairRoute* pr) const {
+template <class R>
+void CostModel::priceRoute(double latencyUs, bool net, bool bus, R* pr) const {
   // The transport a route implies: the network when it crosses one, else the bus, else
   // shared memory (PCIe inside a host is a memory copy too).
   pr->kind = net ? topo::LinkKind::Net : bus ? topo::LinkKind::Bus : topo::LinkKind::Shm;
@@ -156,6 +162,8 @@ void CostModel::priceRoute(double latencyUs, bool net, bool bus, PairRoute* pr) 
 
 // The middle of the route of src's and dst's class, from this pair's whole route.
 const CostModel::ClassRoute& CostModel::classRoute(int src, int dst, uint64_t key) const {
+  const size_t at = size_t(key >> 32) * size_t(classCount_) + size_t(uint32_t(key));
+  if (!classRouteAt_.empty() && classRouteAt_[at]) return *classRouteAt_[at];
   auto it = classRoutes_.find(key);
   if (it != classRoutes_.end()) return it->second;
   ClassRoute c;
@@ -186,7 +194,9 @@ const CostModel::ClassRoute& CostModel::classRoute(int src, int dst, uint64_t ke
       c.dstPattern = patternOf(c.ends, false);
     }
   }
-  return classRoutes_.emplace(key, std::move(c)).first->second;
+  const ClassRoute& kept = classRoutes_.emplace(key, std::move(c)).first->second;
+  if (!classRouteAt_.empty() && at < classRouteAt_.size()) classRouteAt_[at] = &kept;
+  return kept;
 }
 
 uint32_t CostModel::patternOf(const std::vector<EndShare>& ends, bool fromSrc) const {
@@ -214,9 +224,9 @@ bool CostModel::endShares(int rank, std::span<const EndShare> ends, std::vector<
 }
 
 const CostModel::EndEntries& CostModel::endEntries(int rank, uint32_t pattern) const {
+  for (const auto& [p, e] : rankEnds_[rank])
+    if (p == pattern) return *e;
   const uint64_t key = (uint64_t(uint32_t(rank)) << 32) | pattern;
-  auto it = endEntries_.find(key);
-  if (it != endEntries_.end()) return it->second;
   EndEntries e;
   std::vector<topo::LinkShare> shares;
   if (endShares(rank, patterns_[pattern], &shares)) {
@@ -228,47 +238,52 @@ const CostModel::EndEntries& CostModel::endEntries(int rank, uint32_t pattern) c
     }
     if (!entriesOf(shares, &e.entries)) {
       bundling_ = false;
-      clearCache();  // the caller sees the generation change and starts over
+      clearCache();  // the caller sees the generation change and starts over: keep nothing
+      return noEnd_;
     }
   }
-  return endEntries_.emplace(key, std::move(e)).first->second;
+  const EndEntries& kept = endEntries_.emplace(key, std::move(e)).first->second;
+  rankEnds_[rank].emplace_back(pattern, &kept);
+  return kept;
 }
 
-const CostModel::PairRoute& CostModel::route(int src, int dst) const {
+CostModel::RouteView CostModel::route(int src, int dst) const {
   checkEpoch();
-  const uint64_t key = (uint64_t(uint32_t(src)) << 32) | uint32_t(dst);
-  auto it = routes_.find(key);
-  if (it != routes_.end()) return it->second;
-  PairRoute pr;
   const int32_t cs = rankClass_[src], cd = rankClass_[dst];
   if (cs >= 0 && cd >= 0 && rankVertex_[src] != rankVertex_[dst]) {
     const uint64_t generation = generation_;
     const ClassRoute* c = &classRoute(src, dst, (uint64_t(uint32_t(cs)) << 32) | uint32_t(cd));
     if (generation != generation_) return route(src, dst);
-    if (!c->reachable) return routes_.emplace(key, std::move(pr)).first->second;
-    bool ok = true, net = c->net, bus = c->bus;
+    RouteView v;
+    if (!c->reachable) return v;
+    // A link between the two ends (the classes' links, so every pair of theirs has it):
+    // each pair is routed whole, below.
     if (!c->direct) {
       // Bundling stopping here renumbers the entries (and frees c): start over.
       const EndEntries& se = endEntries(src, c->srcPattern);
       if (generation != generation_) return route(src, dst);
       const EndEntries& de = endEntries(dst, c->dstPattern);
       if (generation != generation_) return route(src, dst);
-      ok = se.ok && de.ok;
-      pr.srcEnd = &se;
-      pr.dstEnd = &de;
-      net |= se.net || de.net;
-      bus |= se.bus || de.bus;
-    } else {
-      ok = false;  // a link between the two ends (classes exclude it; see clearCache)
+      if (se.ok && de.ok) {
+        v.reachable = true;
+        v.middle = c;
+        v.srcEnd = &se;
+        v.dstEnd = &de;
+        priceRoute(c->latencyUs, c->net || se.net || de.net, c->bus || se.bus || de.bus, &v);
+        return v;
+      }
+      // not attached as its class says (cannot be): routed whole below
     }
-    if (ok) {
-      pr.reachable = true;
-      pr.middle = c;
-      priceRoute(c->latencyUs, net, bus, &pr);
-      return routes_.emplace(key, std::move(pr)).first->second;
-    }
-    pr = PairRoute{};  // not attached as its class says (cannot be): routed whole below
   }
+  const PairRoute& pr = wholeRoute(src, dst);
+  return {pr.alphaUs, pr.kindBytesPerUs, pr.kind, pr.reachable, nullptr, nullptr, nullptr, &pr.shares};
+}
+
+const CostModel::PairRoute& CostModel::wholeRoute(int src, int dst) const {
+  const uint64_t key = (uint64_t(uint32_t(src)) << 32) | uint32_t(dst);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  PairRoute pr;
   topo::Route r;
   if (graph_->route(rankVertex_[src], rankVertex_[dst], &r) == snclSuccess && r.reachable) {
     pr.reachable = true;
@@ -302,7 +317,7 @@ CostModel::Stats CostModel::stats() const {
 CostModel::PairCost CostModel::pair(int src, int dst) const {
   std::lock_guard lock(mutex_);
   if (src == dst) return {0.0, tuning_.memGBs, topo::LinkKind::Shm};
-  const PairRoute& r = route(src, dst);
+  const RouteView r = route(src, dst);
   if (!r.reachable) return {std::numeric_limits<double>::infinity(), 0.0, r.kind};
   double bw = r.kindBytesPerUs / 1e3;
   forEachShare(r, [&](uint32_t entry, double fraction) { bw = std::min(bw, capacity_[entry] / 1e3 / fraction); });
@@ -323,22 +338,40 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i : loaded_) load_[i] = 0.0;
     loaded_.clear();
-    stepRoutes_.assign(flows.size(), nullptr);
+    stepMiddles_.clear();
+    ++stepMark_;
+    stepRoutes_.assign(flows.size(), RouteView{});
     const uint64_t generation = generation_;
     for (size_t k = 0; k < flows.size(); ++k) {
       const Flow& f = flows[k];
       if (f.src == f.dst || f.bytes <= 0) continue;
-      const PairRoute& r = route(f.src, f.dst);
-      stepRoutes_[k] = &r;
+      const RouteView r = route(f.src, f.dst);
+      stepRoutes_[k] = r;
       if (!r.reachable) {
         constexpr double kInf = std::numeric_limits<double>::infinity();
         return {kInf, kInf, kInf};
       }
-      forEachShare(r, [&](uint32_t entry, double fraction) { add(entry, f.bytes * fraction); });
+      // The flows over one middle load its entries alike: once per middle, below.
+      if (r.middle) {
+        if (r.middle->stepMark != stepMark_) {
+          r.middle->stepMark = stepMark_;
+          r.middle->stepBytes = 0;
+          stepMiddles_.push_back(r.middle);
+        }
+        r.middle->stepBytes += f.bytes;
+      }
+      forEachOwnShare(r, [&](uint32_t entry, double fraction) { add(entry, f.bytes * fraction); });
       add(rankChannel(f.src, false, r.kind), f.bytes);
       add(rankChannel(f.dst, true, r.kind), f.bytes);
     }
-    if (generation == generation_) break;
+    if (generation != generation_) continue;
+    for (const ClassRoute* m : stepMiddles_)
+      for (const auto& [e, fraction] : m->entries) add(e, m->stepBytes * fraction);
+    break;
+  }
+  for (const ClassRoute* m : stepMiddles_) {
+    m->stepUs = 0;
+    for (const auto& [e, fraction] : m->entries) m->stepUs = std::max(m->stepUs, load_[e] / capacity_[e]);
   }
   StepCost c;
   double sum = 0;
@@ -351,9 +384,10 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
     }
     if (f.bytes <= 0) continue;
     ++messages;
-    const PairRoute& r = *stepRoutes_[k];
+    const RouteView& r = stepRoutes_[k];
     double transfer = std::max(load_[rankChannel(f.src, false, r.kind)], load_[rankChannel(f.dst, true, r.kind)]) / r.kindBytesPerUs;
-    forEachShare(r, [&](uint32_t entry, double) { transfer = std::max(transfer, load_[entry] / capacity_[entry]); });
+    if (r.middle) transfer = std::max(transfer, r.middle->stepUs);
+    forEachOwnShare(r, [&](uint32_t entry, double) { transfer = std::max(transfer, load_[entry] / capacity_[entry]); });
     c.worstUs = std::max(c.worstUs, r.alphaUs + transfer);
     c.transferUs = std::max(c.transferUs, transfer);
     sum += r.alphaUs + transfer;

@@ -113,8 +113,9 @@ class CostModel {
   uint64_t epoch() const { return graph_->epoch(); }
   CostClock clock() const { return clock_; }
   CostPath path() const { return path_; }
-  // What the model holds for this epoch (tools and tests): pairs routed, rank classes and
-  // routes per pair of classes (0 on the Exact path), bundles, whether bundling holds.
+  // What the model holds for this epoch (tools and tests): pairs routed whole (those outside
+  // classes; classed pairs keep nothing of their own), rank classes and routes per pair of
+  // classes (0 on the Exact path), bundles, whether bundling holds.
   struct Stats {
     size_t pairRoutes = 0;
     size_t classes = 0;
@@ -183,29 +184,48 @@ class CostModel {
     std::vector<EndShare> ends;
     bool direct = false;                       // a link from src to dst: ends costed per pair
     uint32_t srcPattern = 0, dstPattern = 0;   // else the ends' patterns (patterns_)
+    // stepCost's: the bytes of this step's flows over this middle, and its busiest entry's
+    // time (entries loaded once per middle, not once per flow), valid while stepMark is the step's.
+    mutable uint64_t stepMark = 0;
+    mutable double stepBytes = 0, stepUs = 0;
   };
+  // A pair whose ranks have no class: its whole route, kept per pair.
   struct PairRoute {
     double alphaUs = 0;
     double kindBytesPerUs = 0;
     topo::LinkKind kind = topo::LinkKind::Shm;
     bool reachable = false;
-    // Shared parts (classes of pairs); shares then holds only what is this pair's own.
+    Entries shares;
+  };
+  // A pair's route as costed: a classed pair's assembled from its shared parts (nothing is
+  // kept per pair: 16k ranks' steps name ~300,000 pairs), any other's pointing at its PairRoute.
+  struct RouteView {
+    double alphaUs = 0;
+    double kindBytesPerUs = 0;
+    topo::LinkKind kind = topo::LinkKind::Shm;
+    bool reachable = false;
     const ClassRoute* middle = nullptr;
     const EndEntries* srcEnd = nullptr;
     const EndEntries* dstEnd = nullptr;
-    Entries shares;
+    const Entries* shares = nullptr;
   };
-  const PairRoute& route(int src, int dst) const;
-  // Calls fn(entry, fraction) for every share of r.
+  RouteView route(int src, int dst) const;
+  const PairRoute& wholeRoute(int src, int dst) const;
+  // Calls fn(entry, fraction) for every share of r but its middle's.
   template <class F>
-  static void forEachShare(const PairRoute& r, F&& fn) {
-    if (r.middle)
-      for (const auto& [e, f] : r.middle->entries) fn(e, f);
+  static void forEachOwnShare(const RouteView& r, F&& fn) {
     if (r.srcEnd)
       for (const auto& [e, f] : r.srcEnd->entries) fn(e, f);
     if (r.dstEnd)
       for (const auto& [e, f] : r.dstEnd->entries) fn(e, f);
-    for (const auto& [e, f] : r.shares) fn(e, f);
+    if (r.shares)
+      for (const auto& [e, f] : *r.shares) fn(e, f);
+  }
+  template <class F>
+  static void forEachShare(const RouteView& r, F&& fn) {
+    if (r.middle)
+      for (const auto& [e, f] : r.middle->entries) fn(e, f);
+    forEachOwnShare(r, fn);
   }
   uint32_t patternOf(const std::vector<EndShare>& ends, bool fromSrc) const;
   const EndEntries& endEntries(int rank, uint32_t pattern) const;
@@ -216,7 +236,8 @@ class CostModel {
   // overlap another bundle or a link used alone (bundling then stops for the epoch).
   bool entriesOf(std::span<const topo::LinkShare> shares, Entries* out) const;
   // pr's kind, α and transport rate from its route's latency and link kinds.
-  void priceRoute(double latencyUs, bool net, bool bus, PairRoute* pr) const;
+  template <class R>
+  void priceRoute(double latencyUs, bool net, bool bus, R* pr) const;
   void clearCache() const;
   void checkEpoch() const;
   size_t rankChannel(int rank, bool in, topo::LinkKind kind) const {
@@ -234,13 +255,22 @@ class CostModel {
   // Estimates run at plan time, not per call: routes are cached per pair and epoch.
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;
-  mutable std::unordered_map<uint64_t, PairRoute> routes_;
+  mutable std::unordered_map<uint64_t, PairRoute> routes_;  // pairs outside classes
   mutable std::vector<int32_t> rankClass_;  // by rank: its class, -1 for none (Exact: all -1)
+  mutable int32_t classCount_ = 0;
   mutable std::unordered_map<uint64_t, ClassRoute> classRoutes_;  // by (src class, dst class)
+  // The same by src class * classCount_ + dst class, while that table is small (a lookup
+  // per flow of every step); empty otherwise.
+  mutable std::vector<const ClassRoute*> classRouteAt_;
   mutable std::map<std::vector<EndShare>, uint32_t> patternIds_;
   mutable std::vector<std::vector<EndShare>> patterns_;
   mutable std::unordered_map<uint64_t, EndEntries> endEntries_;  // by (rank, pattern)
-  mutable std::vector<const PairRoute*> stepRoutes_;             // stepCost's flows' routes
+  // The same per rank: (pattern, entries), a few per rank.
+  mutable std::vector<std::vector<std::pair<uint32_t, const EndEntries*>>> rankEnds_;
+  const EndEntries noEnd_{};  // what endEntries returns when bundling stops under it
+  mutable std::vector<RouteView> stepRoutes_;            // stepCost's flows' routes
+  mutable std::vector<const ClassRoute*> stepMiddles_;   // the middles this step's flows use
+  mutable uint64_t stepMark_ = 0;
   // Entries of load_ and capacity_: each link direction (2 per link), then each rank's
   // transport (a slot per link kind, rank and direction), then the bundles found so far.
   mutable size_t linkChannels_ = 0;

@@ -81,7 +81,7 @@ double tree(const CostModel& m, const Groups& groups, double bytes, double chunk
   return steps * (m.stepUs(flows) + 2 * c / m.memBytesPerUs());
 }
 
-double halvingDoubling(const CostModel& m, const Groups& groups, double bytes) {
+double halvingDoubling(const CostModel& m, const Groups& groups, double bytes, double budget) {
   const int n = static_cast<int>(groups[0].size());
   const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(n))), extra = n - p;
   auto rankOf = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
@@ -94,6 +94,7 @@ double halvingDoubling(const CostModel& m, const Groups& groups, double bytes) {
       for (const auto& g : groups)
         for (int i = 0; i < extra; ++i) flows.push_back(dir == 0 ? Flow{g[2 * i], g[2 * i + 1], bytes} : Flow{g[2 * i + 1], g[2 * i], bytes});
       total += m.stepUs(flows) + (dir == 0 ? bytes / m.memBytesPerUs() : 0.0);
+      if (total > budget) return kInf;
     }
   }
   // Halving at distances p/2..1 reduces what arrives; doubling at 1..p/2 only stores it.
@@ -103,19 +104,21 @@ double halvingDoubling(const CostModel& m, const Groups& groups, double bytes) {
     for (const auto& g : groups)
       for (int v = 0; v < p; ++v) flows.push_back({g[rankOf(v)], g[rankOf(v ^ d)], msg});
     total += 2 * m.stepUs(flows) + msg / m.memBytesPerUs();
+    if (total > budget) return kInf;
   }
   return total;
 }
 
 }  // namespace
 
-double allReduce(const CostModel& m, algo::FlatAllReduce a, const Groups& groups, double bytes, double chunkBytes) {
+double allReduce(const CostModel& m, algo::FlatAllReduce a, const Groups& groups, double bytes, double chunkBytes,
+                 double budget) {
   if (groups.empty() || groups[0].size() <= 1) return bytes / m.memBytesPerUs();
   switch (a) {
     case algo::FlatAllReduce::Ring: return ring(m, groups, bytes, chunkBytes);
     case algo::FlatAllReduce::Direct: return direct(m, groups, bytes);
     case algo::FlatAllReduce::Tree: return tree(m, groups, bytes, chunkBytes);
-    case algo::FlatAllReduce::HalvingDoubling: return halvingDoubling(m, groups, bytes);
+    case algo::FlatAllReduce::HalvingDoubling: return halvingDoubling(m, groups, bytes, budget);
   }
   return kInf;
 }
@@ -137,7 +140,8 @@ double allGather(const CostModel& m, algo::GroupAlgo a, const Groups& groups, do
   return (n - 1) * p.rounds * ringStep(m, groups, p.piece);
 }
 
-double hierarchical(const CostModel& m, const algo::HierarchicalSpec& spec, double bytes, double chunkBytes) {
+double hierarchical(const CostModel& m, const algo::HierarchicalSpec& spec, double bytes, double chunkBytes,
+                    double budget) {
   // Phases are cut in elements; a byte count stands for elements of one byte here.
   const size_t count = static_cast<size_t>(bytes);
   double total = 0;
@@ -150,6 +154,7 @@ double hierarchical(const CostModel& m, const algo::HierarchicalSpec& spec, doub
       case algo::HierPhase::Kind::ReduceScatter: total += reduceScatter(m, spec.inner, p.groups, b, chunkBytes); break;
       case algo::HierPhase::Kind::AllGather: total += allGather(m, spec.inner, p.groups, b, chunkBytes); break;
     }
+    if (total > budget) return kInf;
   }
   return total;
 }

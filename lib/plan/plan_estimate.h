@@ -15,13 +15,20 @@ namespace sncl::estimate {
 // Concurrent, disjoint sub-communicators of equal size: groups[g][local rank] = comm rank.
 using Groups = std::vector<std::vector<int>>;
 
+// Estimates that are sums of several steps or phases take a budget: once their partial sum
+// exceeds it they stop and return infinity (the planner's pruning: a candidate that already
+// costs more than the best one found is no choice). Below the budget, the same sum.
+constexpr double kNoBudget = 1e300;
+
 // All-Reduce of bytes per rank over each group at once.
-double allReduce(const CostModel& m, algo::FlatAllReduce a, const Groups& groups, double bytes, double chunkBytes);
+double allReduce(const CostModel& m, algo::FlatAllReduce a, const Groups& groups, double bytes, double chunkBytes,
+                 double budget = kNoBudget);
 // Reduce-scatter / all-gather with blocks of blockBytes per member, ring or direct.
 double reduceScatter(const CostModel& m, algo::GroupAlgo a, const Groups& groups, double blockBytes, double chunkBytes);
 double allGather(const CostModel& m, algo::GroupAlgo a, const Groups& groups, double blockBytes, double chunkBytes);
 // The hierarchical composition: the sum of its phases.
-double hierarchical(const CostModel& m, const algo::HierarchicalSpec& spec, double bytes, double chunkBytes);
+double hierarchical(const CostModel& m, const algo::HierarchicalSpec& spec, double bytes, double chunkBytes,
+                    double budget = kNoBudget);
 // Broadcast and Reduce from root: chain (pipelined) or direct.
 double chain(const CostModel& m, int root, double bytes, double chunkBytes, bool reduce);
 double directRooted(const CostModel& m, int root, double bytes, bool toRoot, bool reduce);

@@ -234,6 +234,10 @@ std::string Planner::describe(const Plan& p) const {
 
 // Estimates are per rank's bytes as choose() gets them (see CollShape).
 double Planner::estimateUs(CollType coll, const Plan& plan, size_t bytes) const {
+  return estimateWithin(coll, plan, bytes, estimate::kNoBudget);
+}
+
+double Planner::estimateWithin(CollType coll, const Plan& plan, size_t bytes, double budget) const {
   const CostModel& m = *model_;
   const double b = static_cast<double>(bytes), chunk = static_cast<double>(chunkBytes_);
   const Algorithm a = plan.algorithm;
@@ -245,9 +249,9 @@ double Planner::estimateUs(CollType coll, const Plan& plan, size_t bytes) const 
     case CollType::AllReduce:
       if (a == Algorithm::Hierarchical) {
         algo::HierarchicalSpec spec{hierarchies_[plan.hierarchy].groupOf, plan.inner, plan.outer};
-        return estimate::hierarchical(m, spec, b, chunk);
+        return estimate::hierarchical(m, spec, b, chunk, budget);
       }
-      return estimate::allReduce(m, flatOf(a), all, b, chunk);
+      return estimate::allReduce(m, flatOf(a), all, b, chunk, budget);
     case CollType::Broadcast:
     case CollType::Reduce: {
       const bool reduce = coll == CollType::Reduce;
@@ -276,13 +280,12 @@ double Planner::estimateUs(CollType coll, const Plan& plan, size_t bytes) const 
   }
 }
 
-std::vector<Plan> Planner::candidates(CollType coll, size_t bytes) const {
+std::vector<Plan> Planner::enumerate(CollType coll, size_t bytes) const {
   std::vector<Plan> out;
   auto consider = [&](Plan p) {
     p.coll = coll;
     p.chunkBytes = chunkBytes_;
-    p.estimateUs = estimateUs(coll, p, bytes);
-    if (p.estimateUs < kInf) out.push_back(p);
+    out.push_back(p);
   };
   for (size_t i = 0; i < idx(Algorithm::kCount); ++i) {
     const Algorithm a = static_cast<Algorithm>(i);
@@ -300,6 +303,15 @@ std::vector<Plan> Planner::candidates(CollType coll, size_t bytes) const {
           if ((inner == algo::GroupAlgo::Direct || outer == algo::FlatAllReduce::Direct) && bytes > kDirectMaxBytes) continue;
           consider({.algorithm = a, .hierarchy = int(h), .inner = inner, .outer = outer});
         }
+  }
+  return out;
+}
+
+std::vector<Plan> Planner::candidates(CollType coll, size_t bytes) const {
+  std::vector<Plan> out;
+  for (Plan p : enumerate(coll, bytes)) {
+    p.estimateUs = estimateUs(coll, p, bytes);
+    if (p.estimateUs < kInf) out.push_back(p);
   }
   std::stable_sort(out.begin(), out.end(), [](const Plan& x, const Plan& y) { return x.estimateUs < y.estimateUs; });
   return out;
@@ -323,14 +335,47 @@ const Plan& Planner::choose(CollType coll, size_t bytes) {
   // largest.
   const size_t low = bucket == 0 ? 0 : size_t(1) << (bucket - 1);
   const size_t high = bucket == 0 ? 0 : (bucket >= 64 ? SIZE_MAX : (size_t(1) << bucket) - 1);
-  std::vector<Plan> all = candidates(coll, low);
-  if (high > kDirectMaxBytes)
-    std::erase_if(all, [](const Plan& p) {
-      return p.algorithm == Algorithm::Direct || scanByDoubling(p.coll, p.algorithm) ||
-             (p.algorithm == Algorithm::Hierarchical && (p.inner == algo::GroupAlgo::Direct || p.outer == algo::FlatAllReduce::Direct));
-    });
+  auto tooLarge = [&](const Plan& p) {
+    return high > kDirectMaxBytes &&
+           (p.algorithm == Algorithm::Direct || scanByDoubling(p.coll, p.algorithm) ||
+            (p.algorithm == Algorithm::Hierarchical && (p.inner == algo::GroupAlgo::Direct || p.outer == algo::FlatAllReduce::Direct)));
+  };
+  const bool explain = rank_ == 0 && log::level() >= log::Level::Info && log::enabled(log::Subsys::Plan);
+  std::vector<Plan> all;  // every candidate's estimate, for the log only
   Plan best;
-  if (all.empty()) {
+  bool found = false;
+  if (explain) {
+    all = candidates(coll, low);
+    std::erase_if(all, tooLarge);
+    if (!all.empty()) best = all.front(), found = true;
+  } else {
+    // Pruned: the likely best first (halving-doubling, then the hierarchies: they win at
+    // scale), every other candidate only while its partial sum stays at or under the best
+    // estimate so far. A pruned one costs more than the best whatever its remaining steps
+    // add, so the choice and its estimate are the full comparison's; ties go to the first
+    // in candidates()'s order, as its stable sort does.
+    std::vector<Plan> list = enumerate(coll, low);
+    std::erase_if(list, tooLarge);
+    std::vector<size_t> order(list.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto rankOf = [](const Plan& p) {
+      return p.algorithm == Algorithm::HalvingDoubling ? 0 : p.algorithm == Algorithm::Hierarchical ? 1 : 2;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return rankOf(list[x]) < rankOf(list[y]); });
+    size_t bestAt = SIZE_MAX;
+    double bestUs = kInf;
+    for (size_t i : order) {
+      const double us = estimateWithin(coll, list[i], low, bestUs);
+      if (!(us < kInf)) continue;
+      if (us < bestUs || (us == bestUs && i < bestAt)) bestUs = us, bestAt = i;
+    }
+    if (bestAt != SIZE_MAX) {
+      best = list[bestAt];
+      best.estimateUs = bestUs;
+      found = true;
+    }
+  }
+  if (!found) {
     // SNCL_ALGO left only algorithms that do not fit this size: the bandwidth-bound one
     // of the collective runs.
     best.coll = coll;
@@ -339,11 +384,9 @@ const Plan& Planner::choose(CollType coll, size_t bytes) {
                                                         : Algorithm::Direct;
     best.chunkBytes = chunkBytes_;
     best.estimateUs = estimateUs(coll, best, low);
-  } else {
-    best = all.front();
   }
   entry = {true, epoch, best};
-  if (rank_ == 0 && log::level() >= log::Level::Info && log::enabled(log::Subsys::Plan)) {
+  if (explain) {
     std::string list;
     for (const Plan& p : all) list += fmt::format(" {}={:.1f}us", describe(p), p.estimateUs);
     log::info(log::Subsys::Plan, "plan {} {}..{} B on {} ranks (topology {}, epoch {}, tuning {}, {} clock): {} chunk {} B, estimate {:.1f} us",

@@ -142,6 +142,10 @@ class Planner {
 
  private:
   void findHierarchies();
+  // The allowed candidates for coll at bytes, in a fixed order (the tie-break), unestimated.
+  std::vector<Plan> enumerate(CollType coll, size_t bytes) const;
+  // estimateUs, or infinity as soon as a partial sum exceeds budget (plan_estimate.h).
+  double estimateWithin(CollType coll, const Plan& plan, size_t bytes, double budget) const;
   void buildWithLayout(CollType coll, const CollShape& shape, algo::Schedule* out) const;
 
   int rank_;

@@ -142,7 +142,8 @@ class Aggregated {
         inCount_(w.nranks),
         pos_(w.nranks, -1) {}
 
-  Result run() {
+  // Builds, compresses and aligns the schedules; sweep() then runs them, once per bundling.
+  Result prepare() {
     algo::Schedule sched;
     if (!fromSample(sched)) {
       for (int r = 0; r < w_.nranks; ++r) {
@@ -151,8 +152,26 @@ class Aggregated {
       }
     }
     for (RankRuns& rr : ranks_) rr.index();
-    SNCL_CHECK(align());
-    return sweep();
+    return align();
+  }
+
+  // What a sweep does: simulate every step; stop at the first step after which the
+  // network's bundles overlap (the answer is then not kept); or only ask the network for
+  // every step's routes, which is what refining the bundles needs (network.h).
+  enum class Pass { Full, UntilConflict, RoutesOnly };
+
+  // Runs the aligned schedules under the network's current bundling; *out's time, bytes,
+  // messages, segments and critical step are this pass's.
+  Result sweep(Pass pass) {
+    out_->timeUs = 0;
+    out_->messages = 0;
+    out_->segments = 0;
+    out_->critical = Critical{};
+    for (Shape& s : shapes_) s.valid = false;  // their results are of the last bundling
+    nextShape_ = 0;
+    std::fill(pos_.begin(), pos_.end(), -1);  // an early stop leaves ranks active
+    pass_ = pass;
+    return sweepSteps();
   }
 
  private:
@@ -346,7 +365,7 @@ class Aggregated {
     uint32_t bottleneck = UINT32_MAX;
   };
 
-  Result sweep() {
+  Result sweepSteps() {
     // Run starts and ends bucketed by level, the ends of a level before its starts (bucket
     // 2 x level + 1), so a rank's next run replaces its last; a rank has at most one run
     // active at a time.
@@ -404,6 +423,7 @@ class Aggregated {
         std::swap(fresh, probe_);
         fresh.classBytes.assign(net_.classCount(), 0.0);
         SNCL_CHECK(step(active, current, &fresh));
+        if (pass_ == Pass::UntilConflict && net_.bundlingConflict()) return snclSuccess;
         fresh.valid = true;
         ++out_->segments;
         net_.trim(o_.maxCachedHops);
@@ -472,10 +492,12 @@ class Aggregated {
         const Path* path = nullptr;  // valid until the network's next trim
         SNCL_CHECK(net_.path(r, op.peer, &path));
         flows_.push_back({r, op.peer, op.bytes, path});
-        for (auto [ch, f] : path->hops) shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f;
+        for (auto [ch, f] : path->hops)
+          shape->classBytes[net_.classOf(ch)] += double(op.bytes) * f * net_.multiplicity(ch);
       }
     }
     shape->messages = flows_.size();
+    if (pass_ == Pass::RoutesOnly) return snclSuccess;
     fluid();
     for (int r : active) inCount_[r] = 0;
     for (const StepFlow& f : flows_) ++inCount_[f.dst];
@@ -591,6 +613,7 @@ class Aggregated {
   Network& net_;
   const Workload& w_;
   SimOptions o_;
+  Pass pass_ = Pass::Full;
   FairShare fs_;
   SimResult* out_;
   std::vector<RankRuns> ranks_;
@@ -613,17 +636,23 @@ Result simulateAggregated(Network& net, const Workload& w, const SimOptions& o, 
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
+  // runBundled's sequence (network.h) on one set of built schedules: the first pass stops
+  // as soon as bundles overlap, a second only collects the routes the refinement needs.
+  Aggregated a(net, w, o, out);
+  SNCL_CHECK(a.prepare());
+  using Pass = Aggregated::Pass;
   net.setBundling(o.bundle);
-  {
-    Aggregated a(net, w, o, out);
-    SNCL_CHECK(a.run());
-  }
+  out->runs = 1;
+  SNCL_CHECK(a.sweep(Pass::UntilConflict));
   if (!net.bundlingConflict()) return snclSuccess;
-  // Some channel was used both in a bundle and on its own: bundles were not exact.
+  SNCL_CHECK(a.sweep(Pass::RoutesOnly));
+  net.refineBundles();
+  out->runs = 2;
+  SNCL_CHECK(a.sweep(Pass::Full));
+  if (!net.bundlingConflict()) return snclSuccess;
   net.setBundling(false);
-  *out = SimResult{};
-  Aggregated again(net, w, o, out);
-  return again.run();
+  out->runs = 3;
+  return a.sweep(Pass::Full);
 }
 
 }  // namespace sncl::sim

@@ -6,7 +6,8 @@
 // Assumption (the topologies describe the scale-up and scale-out fabrics, not the host
 // network the bootstrap's TCP runs on): every message costs latencyUs + bytes / gbs, a rank
 // sends one message at a time (the bootstrap's sends are blocking), and a new connection
-// costs one more latency (the first all-gather opens every tree connection).
+// costs one more latency (the rendezvous opens the tree's parent -> child connections, the
+// first all-gather the child -> parent ones). The root receives the n hellos through one NIC.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +36,8 @@ struct BootstrapModel {
   uint64_t totalMessages = 0;         // sent, all ranks, rendezvous included
   std::vector<uint64_t> sentPerLevel;  // messages sent by the ranks at each tree depth
   double bytes = 0;                   // payload sent, all ranks, rendezvous included
-  double rootBytes = 0;               // what the rendezvous root sends (n address tables)
+  double rootBytes = 0;               // what the rendezvous root sends (one table, to rank 0)
+  double maxRendezvousBytes = 0;      // the most one rank sends in the rendezvous (rank 0)
   double rendezvousUs = 0;
   double gatherUs = 0;                // the all-gathers, one after another
   double timeUs = 0;                  // rendezvous + all-gathers
@@ -47,8 +49,13 @@ struct RankTraffic {
 };
 RankTraffic allGatherTraffic(int rank, int nranks, size_t bytesPerRank);
 
-// One all-gather's duration on net (the tree's critical path).
-double allGatherUs(int nranks, size_t bytesPerRank, const BootstrapNet& net, bool connecting);
+// Per rank, the rendezvous: the hello to the root, the table received and passed on to
+// each tree child (what Bootstrap::traffic() counts right after connect).
+RankTraffic rendezvousTraffic(int rank, int nranks);
+
+// One all-gather's duration on net (the tree's critical path); connectingUp: its
+// child -> parent connections are new (the first all-gather).
+double allGatherUs(int nranks, size_t bytesPerRank, const BootstrapNet& net, bool connectingUp);
 
 Result modelBootstrap(int nranks, const std::vector<size_t>& gatherBytes, const BootstrapNet& net,
                       BootstrapModel* out);

@@ -254,7 +254,7 @@ class Exact {
     Flow& f = flows_[id];
     f.started = true;
     active_.push_back(id);
-    for (auto [ch, fr] : f.path->hops) out_->classBytes[net_.classOf(ch)] += f.bytes * fr;
+    for (auto [ch, fr] : f.path->hops) out_->classBytes[net_.classOf(ch)] += f.bytes * fr * net_.multiplicity(ch);
     ++out_->messages;
     dirty_ = true;
   }
@@ -294,17 +294,16 @@ Result simulateExact(Network& net, const Workload& w, const SimOptions& o, SimRe
   *out = SimResult{};
   if (w.nranks < 1 || w.nranks > net.ranks())
     return fail(snclInvalidArgument, "simulator: {} ranks on a topology of {}", w.nranks, net.ranks());
-  net.setBundling(o.bundle);
-  {
-    Exact e(net, w, o, out);
-    SNCL_CHECK(e.run());
-  }
-  if (!net.bundlingConflict()) return snclSuccess;
-  // Some channel was used both in a bundle and on its own: bundles were not exact.
-  net.setBundling(false);
-  *out = SimResult{};
-  Exact again(net, w, o, out);
-  return again.run();
+  uint32_t runs = 0;
+  SNCL_CHECK(runBundled(
+      net, o.bundle,
+      [&] {
+        *out = SimResult{};
+        return Exact(net, w, o, out).run();
+      },
+      &runs));
+  out->runs = runs;
+  return snclSuccess;
 }
 
 }  // namespace sncl::sim

@@ -87,6 +87,9 @@ struct SimResult {
   uint64_t steps = 0;     // longest rank's step count (aggregated: lockstep levels)
   uint64_t segments = 0;  // aggregated: distinct step shapes simulated
   uint64_t built = 0;     // schedules built (aggregated: the others derived by symmetry)
+  // Engine runs: 1, 2 when bundles overlapped and were refined, 3 when they were turned
+  // off (lib/sim/network.h, runBundled).
+  uint32_t runs = 0;
 };
 
 // Bytes an operation moves or touches.

@@ -4,7 +4,7 @@
 
 #include "lib/base/env.h"
 #include "lib/topo/generators.h"
-#include "lib/topo/topo_file.h"
+#include "lib/topo/topo_cache.h"
 
 namespace sncl {
 
@@ -42,7 +42,7 @@ Result CommTopology::build(int nranks, std::shared_ptr<CommTopology>* out) {
   topo::Graph g;
   auto file = env::str("SNCL_TOPO_FILE");
   if (file && !file->empty()) {
-    SNCL_CHECK(topo::loadTopologyFile(*file, &g));
+    SNCL_CHECK(topo::loadTopologyCached(*file, &g));  // parsed once per host (topo_cache.h)
     return fromGraph(std::move(g), nranks, true, out);
   }
   SNCL_CHECK(defaultGraph(nranks, &g));

@@ -58,6 +58,40 @@ bool parseLevel(std::string_view s, Level* out) {
   return false;
 }
 
+Graph Graph::clone() const {
+  Graph g;
+  g.name_ = name_;
+  g.finalized_ = finalized_;
+  g.epoch_ = epoch_;
+  g.vname_ = vname_;
+  g.vkind_ = vkind_;
+  g.vforwards_ = vforwards_;
+  g.vtier_ = vtier_;
+  g.vplane_ = vplane_;
+  g.vparent_ = vparent_;
+  g.byName_ = byName_;
+  g.la_ = la_;
+  g.lb_ = lb_;
+  g.lbw_ = lbw_;
+  g.llat_ = llat_;
+  g.lfactor_ = lfactor_;
+  g.lkind_ = lkind_;
+  g.lstate_ = lstate_;
+  g.pairs_ = pairs_;
+  g.adjOffset_ = adjOffset_;
+  g.adjLink_ = adjLink_;
+  g.adjPeer_ = adjPeer_;
+  g.endpoints_ = endpoints_;
+  g.vendpoint_ = vendpoint_;
+  g.rankOrder_ = rankOrder_;
+  g.levels_ = levels_;
+  g.rankEndpoint_ = rankEndpoint_;
+  g.endpointRank_ = endpointRank_;
+  g.rankLevels_ = rankLevels_;
+  if (finalized_) g.routeCache_.reset(newRouteCache(g));  // routes are per graph, not copied
+  return g;
+}
+
 Result Graph::addVertex(std::string name, const VertexAttrs& a, VertexId* out) {
   if (finalized_) return fail(snclInvalidUsage, "topology: vertex '{}' added after finalize", name);
   if (name.empty()) return fail(snclInvalidArgument, "topology: empty vertex name");

@@ -101,6 +101,9 @@ class Graph {
   Graph() = default;
   Graph(Graph&&) = default;
   Graph& operator=(Graph&&) = default;
+  // A deep copy with its own route cache: each comm mutates its own link health, so a
+  // graph shared by a cache (topo_cache.h) hands out clones, never itself.
+  Graph clone() const;
 
   // ---- building (before finalize) ----
   // Names are unique and contain no '-' (tools name a link "a-b"); a parent must exist.
@@ -204,6 +207,8 @@ class Graph {
                          int level);
   void buildRankLevels();
 
+  // clone() copies every member below (a new one must be added there too);
+  // tests/test_topo_cache.cc compares clones field by field.
   std::string name_;
   bool finalized_ = false;
   uint64_t epoch_ = 0;
@@ -233,6 +238,10 @@ class Graph {
   std::array<LevelTable, kNumLevels> rankLevels_;
 
   std::unique_ptr<RouteCache, RouteCacheDeleter> routeCache_;
+
+  // graph_binary.cc fills the arrays directly (a cache load skips the per-link hash checks
+  // of addLink) and validates what it fills.
+  friend struct GraphBinary;
 };
 
 }  // namespace sncl::topo

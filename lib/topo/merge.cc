@@ -9,7 +9,7 @@
 #include "lib/base/log.h"
 #include "lib/topo/discovery.h"
 #include "lib/topo/generators.h"
-#include "lib/topo/topo_file.h"
+#include "lib/topo/topo_cache.h"
 
 namespace sncl::topo {
 
@@ -29,7 +29,7 @@ Result mergeLocalViews(std::span<const uint8_t> gathered, int nranks, const std:
 
   if (!topoFile.empty()) {
     Graph g;
-    SNCL_CHECK(loadTopologyFile(topoFile, &g));
+    SNCL_CHECK(loadTopologyCached(topoFile, &g));  // parsed once per host (topo_cache.h)
     SNCL_CHECK(g.mapRanks(nranks));
     *out = std::move(g);
     return snclSuccess;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,7 +17,10 @@ namespace sncl::topo {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr size_t kCacheBytes = 64u << 20;
+constexpr size_t kTemplateBytes = 32u << 20;
+// Trees: a distance per vertex (and an index per switch), ~180 KiB on a 16k-endpoint Clos,
+// whose 256 source classes must all fit, or planning re-grows evicted trees.
+constexpr size_t kTreeBytes = 64u << 20;
 
 // Latencies are floats summed in different orders along different paths: equal within
 // a relative 1e-9 is equal. The minimum link latency (1 ns) is far above that.
@@ -60,49 +64,114 @@ Start startOf(const Graph& g, VertexId src) {
   return s;
 }
 
+struct Arc {
+  VertexId u, v;
+  LinkId l;
+};
+
+// The graph's vertices that forward, numbered, and their links to one another in adjacency
+// order: half of a Clos leaf's links go to endpoints, which no tree expands through.
+struct Forwarding {
+  std::vector<uint32_t> index;  // by vertex: its number among those that forward, or kNone
+  size_t count = 0;
+  std::vector<uint32_t> offset;  // by number: its links to forwarding peers, in peer and link
+  std::vector<VertexId> peer;
+  std::vector<LinkId> link;
+
+  explicit Forwarding(const Graph& g) : index(g.vertexCount(), kNone) {
+    for (VertexId v = 0; v < g.vertexCount(); ++v)
+      if (g.forwards(v)) index[v] = uint32_t(count++);
+    offset.reserve(count + 1);
+    for (VertexId v = 0; v < g.vertexCount(); ++v) {
+      if (!g.forwards(v)) continue;
+      offset.push_back(uint32_t(peer.size()));
+      auto links = g.linksOf(v);
+      auto peers = g.neighborsOf(v);
+      for (size_t i = 0; i < links.size(); ++i)
+        if (g.forwards(peers[i])) peer.push_back(peers[i]), link.push_back(links[i]);
+    }
+    offset.push_back(uint32_t(peer.size()));
+  }
+};
+
 // A shortest-path tree grown only as far as routes have asked: Dijkstra stops once every
 // vertex up to the requested destination's distance is settled, and resumes from its heap
 // when a farther destination is asked for. Routes to near destinations (inside a node)
 // then cost a handful of steps, however large the graph.
+//
+// Only vertices that forward enter the heap and have their distances kept as they grow: one
+// that does not (an endpoint) is never expanded, so its distance is needed only when it is
+// a destination, and is then the best over its own links (16k endpoints of a Clos would
+// otherwise be 8 heap entries and 8 relaxations each, in every tree).
 struct Tree {
   using Item = std::pair<double, VertexId>;
-  std::mutex mu;  // held while growing and while a route reads dist
+  std::mutex mu;  // held while growing and while a route reads dist or preds
   Distances dist;
   std::vector<Item> heap;  // min-heap of tentative distances, with stale entries
+  std::vector<VertexId> seeds;
+  // The shortest-path predecessors of a vertex (arcs into it), found by scanning its links
+  // the first time a route walks through it and kept from its second walk on: routes from
+  // one source class to every other class all cross the same spines, each with hundreds of
+  // links. Not kept for seeds, whose arcs from the source depend on which source it is.
+  // Kept for vertices that forward only (an endpoint has a few links), by fwd.index.
+  static constexpr uint32_t kUnseen = UINT32_MAX, kSeenOnce = UINT32_MAX - 1;
+  const Forwarding& fwd;        // the graph's (its route cache's)
+  std::vector<uint32_t> predAt;  // per forwarding vertex: offset in preds, or kUnseen / kSeenOnce
+  std::vector<Arc> preds;        // at predAt[i]: a count in .u, then that many arcs
 
-  Tree(const Graph& g, const Start& start) : dist(g.vertexCount(), kInf) {
-    for (auto& [v, d] : start.seeds)
-      if (d < dist[v]) dist[v] = d, heap.emplace_back(d, v);
+  Tree(const Graph& g, const Start& start, const Forwarding& f)
+      : dist(g.vertexCount(), kInf), fwd(f), predAt(f.count, kUnseen) {
+    for (auto& [v, d] : start.seeds) {
+      seeds.push_back(v);
+      if (d < dist[v]) {
+        dist[v] = d;
+        if (g.forwards(v)) heap.emplace_back(d, v);
+      }
+    }
     std::make_heap(heap.begin(), heap.end(), std::greater<Item>());
   }
+  bool isSeed(VertexId v) const { return std::find(seeds.begin(), seeds.end(), v) != seeds.end(); }
 
-  // Afterwards dist[v] is exact for every vertex no farther than dst, and every other
-  // vertex's (tentative) distance is larger than dst's.
+  // The best distance of a vertex that does not forward over its links from settled (or
+  // tentative) vertices that forward, and from the source if it is a seed.
+  double reach(const Graph& g, VertexId v) const {
+    double best = dist[v];
+    auto links = g.linksOf(v);
+    auto peers = g.neighborsOf(v);
+    for (size_t i = 0; i < links.size(); ++i)
+      if (dist[peers[i]] < kInf && g.forwards(peers[i]) && g.linkUsable(links[i]))
+        best = std::min(best, dist[peers[i]] + g.linkLatencyUs(links[i]));
+    return best;
+  }
+
+  // Afterwards dist[v] is exact for dst and every forwarding vertex no farther than dst,
+  // and every other forwarding vertex's (tentative) distance is larger than dst's.
   void growTo(const Graph& g, VertexId dst) {
-    while (!heap.empty() && heap.front().first <= dist[dst]) {
+    const bool lazy = !g.forwards(dst);
+    double target = lazy ? reach(g, dst) : dist[dst];
+    while (!heap.empty() && heap.front().first <= target) {
       std::pop_heap(heap.begin(), heap.end(), std::greater<Item>());
       auto [d, v] = heap.back();
       heap.pop_back();
-      if (d > dist[v] || !g.forwards(v)) continue;  // stale, or a vertex that only receives
-      auto links = g.linksOf(v);
-      auto peers = g.neighborsOf(v);
-      for (size_t i = 0; i < links.size(); ++i) {
-        if (!g.linkUsable(links[i])) continue;
-        double nd = d + g.linkLatencyUs(links[i]);
-        if (nd < dist[peers[i]]) {
-          dist[peers[i]] = nd;
-          heap.emplace_back(nd, peers[i]);
+      if (d > dist[v]) continue;  // stale
+      const uint32_t fi = fwd.index[v];
+      for (uint32_t i = fwd.offset[fi]; i < fwd.offset[fi + 1]; ++i) {
+        const VertexId p = fwd.peer[i];
+        if (!g.linkUsable(fwd.link[i])) continue;
+        double nd = d + g.linkLatencyUs(fwd.link[i]);
+        if (nd < dist[p]) {
+          dist[p] = nd;
+          heap.emplace_back(nd, p);
           std::push_heap(heap.begin(), heap.end(), std::greater<Item>());
         }
       }
+      // (An endpoint has a few links: cheaper to look again than to track which changed.)
+      target = lazy ? reach(g, dst) : dist[dst];
     }
+    // Exact now: every forwarding vertex closer than dst is settled.
+    if (lazy) dist[dst] = target;
     if (heap.empty()) heap.shrink_to_fit();  // fully grown
   }
-};
-
-struct Arc {
-  VertexId u, v;
-  LinkId l;
 };
 
 // Per-thread working memory of route(): a vertex -> DAG index map that is cleared by
@@ -215,7 +284,28 @@ std::string attachmentKey(const Graph& g, VertexId v) {
 
 namespace {
 
-void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dist, Route& r) {
+// The arcs into v that lie on a shortest path from src (in v's link order), appended to arcs.
+void arcsInto(const Graph& g, VertexId src, VertexId v, const Distances& dist, std::vector<Arc>& arcs) {
+  const double dv = dist[v];
+  auto links = g.linksOf(v);
+  auto peers = g.neighborsOf(v);
+  for (size_t i = 0; i < links.size(); ++i) {
+    VertexId u = peers[i];
+    LinkId l = links[i];
+    if (u == src) {
+      if (g.linkUsable(l) && sameCost(g.linkLatencyUs(l), dv)) arcs.push_back({u, v, l});
+      continue;
+    }
+    // Distances first: they are compact and rule out most neighbours of a busy switch
+    // before the scattered link arrays are touched.
+    double du = dist[u];
+    if (!(du < dv) || !g.forwards(u) || !g.linkUsable(l) || !sameCost(du + g.linkLatencyUs(l), dv)) continue;
+    arcs.push_back({u, v, l});
+  }
+}
+
+void buildRoute(const Graph& g, VertexId src, VertexId dst, Tree& tree, Route& r) {
+  const Distances& dist = tree.dist;
 
   // Walk back from dst over the links that lie on some shortest path; that is the
   // equal-cost DAG. A non-forwarding src is only entered through its own links.
@@ -227,22 +317,29 @@ void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dis
   sc.mark(dst, 0);
   for (size_t next = 0; next < verts.size(); ++next) {
     VertexId v = verts[next];
-    double dv = dist[v];
-    auto links = g.linksOf(v);
-    auto peers = g.neighborsOf(v);
-    for (size_t i = 0; i < links.size(); ++i) {
-      VertexId u = peers[i];
-      LinkId l = links[i];
-      if (u == src) {
-        if (g.linkUsable(l) && sameCost(g.linkLatencyUs(l), dv)) arcs.push_back({u, v, l});
-        continue;
+    const size_t first = arcs.size();
+    const uint32_t fi = tree.fwd.index[v];
+    uint32_t unseen = Tree::kUnseen;
+    uint32_t& at = fi == kNone ? unseen : tree.predAt[fi];
+    if (at < Tree::kSeenOnce) {
+      // Settled before (every vertex closer than dst is): the same arcs as a scan.
+      const uint32_t count = tree.preds[at].u;
+      arcs.insert(arcs.end(), tree.preds.begin() + at + 1, tree.preds.begin() + at + 1 + count);
+    } else {
+      arcsInto(g, src, v, dist, arcs);
+      if (fi != kNone && !tree.isSeed(v)) {
+        if (at == Tree::kUnseen) {
+          at = Tree::kSeenOnce;
+        } else {
+          at = uint32_t(tree.preds.size());
+          tree.preds.push_back({VertexId(arcs.size() - first), v, kNone});
+          tree.preds.insert(tree.preds.end(), arcs.begin() + first, arcs.end());
+        }
       }
-      // Distances first: they are compact and rule out most neighbours of a busy switch
-      // before the scattered link arrays are touched.
-      double du = dist[u];
-      if (!(du < dv) || !g.forwards(u) || !g.linkUsable(l) || !sameCost(du + g.linkLatencyUs(l), dv)) continue;
-      arcs.push_back({u, v, l});
-      if (!sc.marked(u)) {
+    }
+    for (size_t k = first; k < arcs.size(); ++k) {
+      const VertexId u = arcs[k].u;
+      if (u != src && !sc.marked(u)) {
         sc.mark(u, uint32_t(verts.size()));
         verts.push_back(u);
       }
@@ -315,9 +412,10 @@ void buildRoute(const Graph& g, VertexId src, VertexId dst, const Distances& dis
 struct RouteCache {
   std::mutex mu;
   uint64_t epoch = 0;
-  Lru<Tree> trees{kCacheBytes};
-  Lru<const Template> templates{kCacheBytes / 2};
+  Lru<Tree> trees{kTreeBytes};
+  Lru<const Template> templates{kTemplateBytes};
   std::unordered_set<size_t> pairsSeen;  // template keys asked for once (hashes)
+  std::unique_ptr<Forwarding> fwd;        // built with the first tree
 
   void sync(const Graph& g) {  // with mu held
     if (epoch == g.epoch()) return;
@@ -330,8 +428,10 @@ struct RouteCache {
     std::lock_guard<std::mutex> lock(mu);
     sync(g);
     if (auto t = trees.get(start.key)) return t;
-    auto t = std::make_shared<Tree>(g, start);
-    trees.put(start.key, t, t->dist.size() * sizeof(double));
+    if (!fwd) fwd = std::make_unique<Forwarding>(g);  // which vertices forward is fixed at finalize
+    auto t = std::make_shared<Tree>(g, start, *fwd);
+    // (its kept predecessors, a few per spine, are not counted)
+    trees.put(start.key, t, t->dist.size() * sizeof(double) + t->predAt.size() * sizeof(uint32_t));
     return t;
   }
   std::shared_ptr<const Template> findTemplate(const Graph& g, const std::string& key) {
@@ -419,7 +519,11 @@ Result Graph::route(VertexId src, VertexId dst, Route* out) const {
   // routed already.
   std::string key;
   if (!forwards(src) && !forwards(dst)) {
-    key = attachmentKey(*this, src) + '|' + attachmentKey(*this, dst);
+    // The source's length first: two keys joined by a separator alone could be read apart
+    // in two ways (a key's bytes may hold the separator).
+    const std::string a = attachmentKey(*this, src);
+    key = std::to_string(a.size());
+    key.append(1, '|').append(a).append(attachmentKey(*this, dst));
     if (auto t = routeCache_->findTemplate(*this, key)) {
       instantiate(*this, *t, src, dst, r);
       return snclSuccess;
@@ -430,7 +534,7 @@ Result Graph::route(VertexId src, VertexId dst, Route* out) const {
     std::lock_guard<std::mutex> lock(tree->mu);
     tree->growTo(*this, dst);
     if (tree->dist[dst] == kInf) return snclSuccess;  // unreachable: reachable stays false
-    buildRoute(*this, src, dst, tree->dist, r);
+    buildRoute(*this, src, dst, *tree, r);
   }
   if (!key.empty()) routeCache_->offerTemplate(*this, key, r);
   return snclSuccess;

@@ -7,12 +7,14 @@
 // (weighted ECMP), so a degraded link carries a smaller share instead of throttling all.
 // The route's bandwidth is the rate at which the first link of that split saturates.
 //
-// Routes are computed per source on demand (Dijkstra) and cached by the source's
-// attachment: endpoints that hang off the same switches with the same latencies share one
-// shortest-path tree, so a 15k-endpoint Clos needs one per rack, not one per endpoint. A
-// route between two such endpoints is also kept as a template for every pair attached
-// alike (rack to rack). Both caches are bounded LRUs (64 MiB of distances, 32 MiB of
-// templates), dropped when the epoch changes. No all-pairs table is ever built.
+// Routes are computed per source on demand (Dijkstra over the vertices that forward) and
+// cached by the source's attachment: endpoints that hang off the same switches with the
+// same latencies share one shortest-path tree, so a 15k-endpoint Clos needs one per rack,
+// not one per endpoint; a tree also keeps the shortest-path predecessors of the vertices
+// routes walk through again (the spines). A route between two such endpoints is also kept
+// as a template for every pair attached alike (rack to rack). Both caches are bounded LRUs
+// (64 MiB of trees, 32 MiB of templates), dropped when the epoch changes. No all-pairs
+// table is ever built.
 #pragma once
 
 #include <cstdint>

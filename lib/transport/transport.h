@@ -63,6 +63,35 @@ struct TransportCounters {
 
 using RequestId = uint32_t;
 
+// Optional (Transport::localCells): cells in memory that every rank of the comm maps, for
+// small collectives without messages (lib/exec/cells.*). Each rank has two cells, one per
+// call parity; a rank writes its own and publishes it with the call number, peers read it
+// once they see that number. Only the thread that runs the comm's calls uses it.
+class LocalCells {
+ public:
+  virtual ~LocalCells() = default;
+  // Payload bytes of one cell, equal on every rank (agreed at setup).
+  virtual size_t cellBytes() const = 0;
+  // The number of the call about to run: 1 after setup or a reset, then one more per call.
+  // Every rank of the comm must run the same calls on the cells, so their numbers agree.
+  virtual uint64_t beginCall() = 0;
+  // rank's cell payload for call (this rank's own to fill before publish, a peer's to read
+  // once published); desc: what the cell says its writer ran.
+  virtual char* cell(int rank, uint64_t call) = 0;
+  virtual uint64_t cellDesc(int rank, uint64_t call) = 0;
+  // Publishes this rank's cell for call with desc (release) and wakes peers that sleep.
+  virtual void publish(uint64_t call, uint64_t desc) = 0;
+  // Whether rank published call, or a later one (acquire).
+  virtual bool published(int rank, uint64_t call) = 0;
+  // Sleeps until rank may have published call, at most maxMicros (no spinning).
+  virtual void wait(int rank, uint64_t call, int64_t maxMicros) = 0;
+  // Whether waiting should spin before sleeping (a core per rank).
+  virtual bool spin() const = 0;
+  // snclSuccess while rank may still publish; else an error naming it (died, closed,
+  // aborted, failed a pair), with its message recorded. Makes a system call: not per spin.
+  virtual Result peerState(int rank) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -135,6 +164,10 @@ class Transport {
   // Adds this transport's counters to *out; any thread may ask (relaxed reads). Transports
   // that do not count leave it as it is.
   virtual void addCounters(TransportCounters* out) const { (void)out; }
+  // Cells shared by every rank of the comm (LocalCells), when this transport serves all the
+  // comm's other ranks and has them; nullptr otherwise. A reset replaces them: ask again
+  // after one, never keep the pointer across calls.
+  virtual LocalCells* localCells() { return nullptr; }
 };
 
 using TransportFactory = std::unique_ptr<Transport> (*)();

@@ -65,6 +65,9 @@ struct Shared {
   int mpiRank, mpiSize, nranks;
   pthread_barrier_t barrier;
   std::vector<Ceiling> ceilings;  // per thread of this process
+  // Per thread of this process, for the threads' sums of a row (-t > 1).
+  std::vector<double> moved;
+  std::vector<std::vector<long>> wrong;
 };
 
 // Bytes this rank moved through memory (copied + reduced, snclCommGetCounters) and calls
@@ -233,14 +236,25 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           }
         }
         combineTimes(o, times.data(), nvariants, nranks);
-        // The mean over ranks (threads: this process's rank 0's own).
+        // Bytes moved: the mean over ranks; wrong results: the sum over ranks (threads: over
+        // this process's threads).
         if (o.threads == 1) {
           double v[2] = {movedPerCall, movedPerCall < 0 ? 1.0 : 0.0};
           MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
           movedPerCall = v[1] > 0 ? -1 : v[0] / nranks;
+          MPI_Allreduce(MPI_IN_PLACE, wrong.data(), nvariants, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        } else {
+          sh->moved[static_cast<size_t>(thread)] = movedPerCall;
+          sh->wrong[static_cast<size_t>(thread)] = wrong;
+          pthread_barrier_wait(&sh->barrier);
+          double sum = 0;
+          for (double m : sh->moved) sum = m < 0 || sum < 0 ? -1 : sum + m;
+          movedPerCall = sum < 0 ? -1 : sum / o.threads;
+          std::fill(wrong.begin(), wrong.end(), 0);
+          for (const auto& w : sh->wrong)
+            for (size_t v = 0; v < wrong.size(); ++v) wrong[v] += w[v];
+          pthread_barrier_wait(&sh->barrier);  // every thread read the row before the next one writes
         }
-        // Everyone's wrong counts (threads: each process's rank 0 reports its own).
-        if (o.threads == 1) MPI_Allreduce(MPI_IN_PLACE, wrong.data(), nvariants, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         for (long w : wrong) totalWrong += w;
         if (!leader) continue;
         const double f = c.busFactor(nranks);
@@ -289,6 +303,8 @@ int run(int argc, char** argv, const Collective& coll) {
   MPI_Comm_size(MPI_COMM_WORLD, &sh.mpiSize);
   sh.nranks = sh.mpiSize * o.threads;
   sh.ceilings.resize(static_cast<size_t>(o.threads));
+  sh.moved.resize(static_cast<size_t>(o.threads));
+  sh.wrong.resize(static_cast<size_t>(o.threads));
   if (coll.rooted && (o.root < 0 || o.root >= sh.nranks)) {
     if (sh.mpiRank == 0) fprintf(stderr, "root %d out of range [0, %d)\n", o.root, sh.nranks);
     MPI_Finalize();

@@ -56,6 +56,10 @@ void DoorbellRef::ring() {
     syscall(SYS_futex, &bell_->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+void DoorbellRef::ringIfWaiting() {
+  if (std::atomic_ref<uint32_t>(bell_->waiters).load() != 0) ring();
+}
+
 uint32_t DoorbellRef::arm() {
   std::atomic_ref<uint32_t>(bell_->waiters).fetch_add(1);
   return std::atomic_ref<uint32_t>(bell_->seq).load();

@@ -95,6 +95,9 @@ class DoorbellRef {
 
   // Tells the owner that it may progress; called after the store that lets it.
   void ring();
+  // ring() only when the owner announced that it sleeps: for a caller whose store of what
+  // the owner waits for was seq_cst (the owner reads it seq_cst after arm()).
+  void ringIfWaiting();
   // Sleeping in three steps so that no ring is lost: arm() announces a sleeper and
   // returns the sequence to sleep on; the caller then checks for work one last time, and
   // if there is none sleeps (until a ring or micros pass); then disarms.

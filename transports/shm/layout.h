@@ -5,6 +5,7 @@
 //   SegmentHeader | fifo offsets[nranks] | pad to page
 //   FIFO from peer a: FifoControl | SlotHeader[nSlots] | pad to page | payload[nSlots][slotBytes]
 //   FIFO from peer b: ...
+//   cells (shm_cells.cc): CellHeader+payload for call parity 0 | the same for parity 1 | pad to page
 //
 // A sender maps the header pages (for the receiver's doorbell and the FIFO offsets) and the
 // one FIFO it writes; see Segment and PeerWindow. Everything here is plain data: the
@@ -65,6 +66,10 @@ struct SegmentHeader {
   int32_t pid;
   uint64_t cmaProbeAddr;
   uint64_t cmaProbeValue;
+  // The cells of small collectives (shm_cells.cc): where they start, and the payload bytes
+  // of one cell (0: none; what every rank uses is the smallest over the comm, see setup).
+  uint64_t cellsOffset;
+  uint64_t cellBytes;
   alignas(kCacheLine) Doorbell doorbell;
   // Followed by uint64_t fifoOffset[nranks]: where the FIFO from sender rank r starts,
   // 0 when r is not connected.
@@ -122,6 +127,24 @@ inline size_t fifoPayloadOffset(size_t nSlots) {
 }
 inline size_t fifoStride(size_t nSlots, size_t slotBytes) {
   return fifoPayloadOffset(nSlots) + nSlots * slotBytes;
+}
+
+// One cell: a rank writes its input (payload), then the call number (release); a reader
+// loads the call number (acquire), then the payload. Both in one cache line up to 48 bytes
+// of payload, so a small call moves one line per rank. Call numbers start at 1 in fresh
+// (zero-filled) cells, so a cell of nothing or of a failed attempt's segment never reads as
+// a call of the current one. desc says what the writer ran (collective, op, dtype, bytes):
+// a reader that ran something else reports the mismatch instead of reducing it.
+struct CellHeader {
+  uint64_t call;
+  uint64_t desc;
+};
+constexpr size_t kCellsPerRank = 2;  // call parity: a rank can be one call ahead, never two
+inline size_t cellStride(size_t cellBytes) {
+  return alignUp(sizeof(CellHeader) + cellBytes, kCacheLine);
+}
+inline size_t cellsAreaBytes(size_t cellBytes) {
+  return cellBytes == 0 ? 0 : alignUp(kCellsPerRank * cellStride(cellBytes), kPage);
 }
 
 }  // namespace sncl::shm

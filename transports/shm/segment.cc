@@ -143,6 +143,7 @@ Result PeerSegment::open(const std::string& name, int myRank, int nranks, PeerSe
     out->header_ = reinterpret_cast<SegmentHeader*>(segment->data());
     SNCL_CHECK(checkHeader(name, out->header_, myRank, nranks));
     out->fifo_ = segment->data() + fifoOffsets(out->header_)[myRank];
+    if (out->header_->cellBytes != 0) out->cells_ = segment->data() + out->header_->cellsOffset;
     return snclSuccess;
   }
   int fd = shm_open(("/" + name).c_str(), O_RDWR, 0);
@@ -156,9 +157,12 @@ Result PeerSegment::open(const std::string& name, int myRank, int nranks, PeerSe
   }
   if (r == snclSuccess)
     r = mapShared(fd, fifoOffsets(out->header_)[myRank], out->header_->fifoStride, name, &out->fifoPages_);
+  if (r == snclSuccess && out->header_->cellBytes != 0)
+    r = mapShared(fd, out->header_->cellsOffset, cellsAreaBytes(out->header_->cellBytes), name, &out->cellPages_);
   close(fd);
   SNCL_CHECK(r);
   out->fifo_ = out->fifoPages_.data();
+  out->cells_ = out->cellPages_.data();
   return snclSuccess;
 }
 

@@ -70,7 +70,7 @@ class Segment {
 };
 
 // What this rank maps of a peer's segment: its header pages (layout, doorbell, FIFO
-// offsets) and the one FIFO this rank sends on.
+// offsets), the one FIFO this rank sends on, and its cells (read only by this rank).
 class PeerSegment {
  public:
   // myRank: the sender; the peer's segment must hold a FIFO for it.
@@ -78,6 +78,8 @@ class PeerSegment {
 
   SegmentHeader* header() const { return header_; }
   char* fifo() const { return fifo_; }
+  // The peer's cells (layout.h), nullptr when it has none.
+  char* cells() const { return cells_; }
   // The peer is a thread of this process (found in this process's registry).
   bool sameProcess() const { return sameProcess_ != nullptr; }
 
@@ -85,8 +87,10 @@ class PeerSegment {
   std::shared_ptr<Segment> sameProcess_;  // when the peer is a thread of this process
   Mapping headerPages_;
   Mapping fifoPages_;
+  Mapping cellPages_;
   SegmentHeader* header_ = nullptr;
   char* fifo_ = nullptr;
+  char* cells_ = nullptr;
 };
 
 }  // namespace sncl::shm

@@ -29,7 +29,12 @@ struct ShmOptions {
   // into a staging buffer, so that the reduction reads it from cache.
   size_t singleCopyPieceBytes = 128u << 10;
 
-  // SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
+  // Cells of small collectives (shm_cells.cc, lib/exec/cells.*): payload bytes of a rank's
+  // cell, the largest call per rank they take; 0: none. The comm uses the smallest of its
+  // ranks' values, and only when every rank reaches every other through this transport.
+  size_t cellBytes = 4096;
+
+  // SNCL_SHM_CELL_BYTES, SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
   // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
   static ShmOptions fromEnv();
 };

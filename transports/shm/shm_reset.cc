@@ -45,6 +45,8 @@ class ResettableShm final : public Transport {
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override {
     inner_->observedFaults(links, deadRanks);
   }
+  // The current inner transport's: a reset brings fresh cells in fresh segments.
+  LocalCells* localCells() override { return inner_->localCells(); }
   void addCounters(TransportCounters* out) const override {
     std::lock_guard<std::mutex> lock(mu_);  // a reset swaps inner_
     out->bytesSent += before_.bytesSent;

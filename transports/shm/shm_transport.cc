@@ -15,9 +15,13 @@
 
 namespace sncl {
 
+constexpr size_t kMaxCellBytes = 1u << 20;
+
 ShmOptions ShmOptions::fromEnv() {
   ShmOptions o;
   o.fifoBytes = env::bytes("SNCL_SHM_FIFO_BYTES", 0);
+  // Capped: beyond a few KiB the FIFOs' pipelined copies win anyway (shm.h).
+  o.cellBytes = std::min<uint64_t>(env::bytes("SNCL_SHM_CELL_BYTES", o.cellBytes), kMaxCellBytes);
   o.slotBytes = env::bytes("SNCL_SHM_SLOT_BYTES", 0);
   // Unset: on when the host has more ranks than cores (singleCopyAuto).
   const auto cma = env::str("SNCL_SHM_CMA");
@@ -132,9 +136,10 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   struct MapRecord {
     int32_t status;
     int32_t singleCopy;
+    uint64_t cellBytes;
   };
   std::vector<MapRecord> statuses(nranks_);
-  statuses[rank_] = {mapped, noSingleCopy.empty() ? 1 : 0};
+  statuses[rank_] = {mapped, noSingleCopy.empty() ? 1 : 0, cellBytesOffered_};
   r = ctx.bootstrap->allGather(statuses.data(), sizeof(MapRecord), deadline);
   // Every peer has mapped this rank's segment (or given up): from now on only mappings
   // keep it alive, so nothing is left in /dev/shm however the ranks end.
@@ -142,7 +147,9 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   SNCL_CHECK(r);
   SNCL_CHECK(mapped);
   singleCopy_ = true;
+  uint64_t cellBytes = cellBytesOffered_;
   for (int k = 0; k < nranks_; ++k) {
+    cellBytes = std::min(cellBytes, statuses[k].cellBytes);
     if (statuses[k].status != snclSuccess)
       return fail(snclRemoteError, "shm: rank {} could not map its peers' segments ({})", k,
                   resultName(static_cast<Result>(statuses[k].status)));
@@ -158,15 +165,17 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
               rank_, noSingleCopy);
   }
 
+  setupCells(cellBytes);
   pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
   active_.reserve(peers_.size());
   lastStallCheck_ = Clock::now();
   connected_.store(true);
   if (aborted_.load()) return fail(snclInvalidUsage, "shm: rank {}: aborted during setup", rank_);
   log::info(log::Subsys::Transport,
-            "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, single copy {}, {}",
+            "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, cells {}, single copy {}, {}",
             ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_, slotBytes_ >> 10,
             segment_->bytes() / 1048576.0,
+            cells_.active() ? fmt::format("up to {} bytes per rank", cells_.cellBytes()) : std::string("off"),
             singleCopy_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10) : std::string("off"),
             oversubscribed_ ? std::string("oversubscribed: no spinning")
                             : fmt::format("spinning {} us before sleeping", spinMicros_));
@@ -199,7 +208,11 @@ Result ShmTransport::createSegment(const TransportContext& ctx, const std::vecto
   nSlots_ = std::max(kMinSlots, fifoBytes / slotBytes_);
   const size_t stride = fifoStride(nSlots_, slotBytes_);
   const size_t firstFifo = headerBytes(nranks_);
-  SNCL_CHECK(Segment::create(segmentName(ctx.commId, rank_), firstFifo + peers.size() * stride, &segment_));
+  // Cells only when this transport reaches every other rank: they serve calls of the whole comm.
+  cellBytesOffered_ = nranks_ >= 2 && peers.size() == static_cast<size_t>(nranks_ - 1) ? options_.cellBytes : 0;
+  const size_t cellsOffset = firstFifo + peers.size() * stride;
+  SNCL_CHECK(Segment::create(segmentName(ctx.commId, rank_), cellsOffset + cellsAreaBytes(cellBytesOffered_),
+                             &segment_));
 
   auto* header = reinterpret_cast<SegmentHeader*>(segment_->data());
   header->magic = kSegmentMagic;
@@ -208,6 +221,8 @@ Result ShmTransport::createSegment(const TransportContext& ctx, const std::vecto
   header->slotBytes = slotBytes_;
   header->nSlots = nSlots_;
   header->fifoStride = stride;
+  header->cellsOffset = cellsOffset;
+  header->cellBytes = cellBytesOffered_;
   // Any value a stray read elsewhere is unlikely to find: the probe compares it.
   cmaProbe_ = (ctx.commId ^ 0x9e37'79b9'7f4a'7c15ull * static_cast<uint64_t>(rank_ + 1)) ^
               reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -246,6 +261,17 @@ void ShmTransport::chooseWaitPolicy(const TransportContext& ctx) {
   // More ranks than cores: a spinning rank only delays the peer it waits for.
   oversubscribed_ = localRanks > cpus;
   spinMicros_ = oversubscribed_ ? 0 : kSpinMicros;
+}
+
+void ShmTransport::setupCells(size_t agreedBytes) {
+  if (agreedBytes == 0) return;
+  auto* header = reinterpret_cast<SegmentHeader*>(segment_->data());
+  std::vector<ShmCells::Rank> ranks(static_cast<size_t>(nranks_));
+  ranks[rank_] = {segment_->data() + header->cellsOffset, cellStride(header->cellBytes), bell_};
+  for (Peer& p : peers_)
+    ranks[p.rank] = {p.segment.cells(), cellStride(p.segment.header()->cellBytes), p.bell};
+  // Spinning on a core another rank needs only delays the rank waited for.
+  cells_.init(this, rank_, agreedBytes, std::move(ranks), !oversubscribed_);
 }
 
 void ShmTransport::abort() {

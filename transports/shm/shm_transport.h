@@ -38,6 +38,7 @@
 #include "lib/transport/transport.h"
 #include "transports/shm/fifo.h"
 #include "transports/shm/request.h"
+#include "transports/shm/shm_cells.h"
 #include "transports/shm/segment.h"
 #include "transports/shm/shm.h"
 
@@ -59,6 +60,9 @@ class ShmTransport : public Transport {
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
   void addCounters(TransportCounters* out) const override;
   bool singleCopy() const { return singleCopy_; }
+  LocalCells* localCells() override { return cells_.active() ? &cells_ : nullptr; }
+  // LocalCells::peerState of rank (shm_cells.cc): the pair's failure, or its death (pidfd).
+  Result cellPeerState(int rank);
 
  private:
   struct Peer {
@@ -133,6 +137,11 @@ class ShmTransport : public Transport {
   bool singleCopy_ = false;
   uint64_t cmaProbe_ = 0;     // the word peers read at setup (its address is in the header)
   std::vector<char> staging_; // one piece for reduced single-copy receives, faulted in at setup
+
+  // Cells: offered when this rank reaches every other rank here; used at the comm's smallest offer.
+  size_t cellBytesOffered_ = 0;
+  ShmCells cells_;
+  void setupCells(size_t agreedBytes);
 
   // Written only by the driving thread, read by any (addCounters): relaxed, no RMW.
   struct Counters {

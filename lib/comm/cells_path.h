@@ -1,0 +1,38 @@
+// The cells path of small collectives (lib/exec/cells.*): which calls of a comm take it
+// instead of the planner's schedule, and running one attempt of such a call.
+//
+// Every rank must take it for the same calls, or one rank waits on its cells while another
+// waits for messages until the deadline. So it depends only on what all ranks agree on:
+// decided at init (a transport has cells for the whole comm, at a cell size agreed at its
+// setup; no SNCL_ALGO forcing an algorithm; SNCL_SHM_CELL_BYTES=0 turns it off), then per
+// call on the collective, its size, and whether a fault pinned the call's plan (calls
+// replayed or re-run after a catch-up run their kept schedules on every rank).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lib/base/error.h"
+
+struct snclComm;
+
+namespace sncl {
+
+class Transport;
+struct CollOp;
+struct ExecArgs;
+
+struct CellsPath {
+  Transport* transport = nullptr;  // whose localCells() the comm uses; nullptr: the path is off
+  uint64_t loggedBuckets = 0;      // log2 sizes whose first call was logged (INFO, PLAN)
+  uint64_t calls = 0;              // calls that took it (tests, counters)
+};
+
+// At init, after the transports: turns the path on or off and logs why.
+void cellsInit(snclComm* comm);
+// Whether op (with sequence number seq) runs on the cells.
+bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq);
+// One attempt of op on the cells; *interrupted as Executor::interrupted().
+Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted);
+
+}  // namespace sncl
