@@ -486,6 +486,35 @@ TEST_CASE("topology cache: waits for a writer's lock, and not for a dead one", "
   CHECK(fs::exists(cacheFile));
   CHECK_FALSE(fs::exists(cacheFile + ".lock"));
   CHECK(firstDifference(parsed, g) == "");
+
+  // A lock without a pid (its writer died before writing one), older than a few seconds:
+  // left over, so parse at once and remove it.
+  fs::remove(cacheFile);
+  clearTopoProcessCache();
+  writeFile(cacheFile + ".lock", "");
+  fs::last_write_time(cacheFile + ".lock", fs::file_time_type::clock::now() - std::chrono::seconds(60));
+  t0 = std::chrono::steady_clock::now();
+  REQUIRE(loadTopologyCached(file, &g, &how) == snclSuccess);
+  CHECK(how == TopoSource::Parsed);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK_FALSE(fs::exists(cacheFile + ".lock"));
+  CHECK(firstDifference(parsed, g) == "");
+
+  // A live owner that never finishes: wait until the deadline, parse, and remove its lock so
+  // that the next comm does not wait as long.
+  fs::remove(cacheFile);
+  clearTopoProcessCache();
+  writeFile(cacheFile + ".lock", std::to_string(getpid()));
+  const char* timeout = getenv("SNCL_TIMEOUT_MS");
+  const std::string savedTimeout = timeout ? timeout : "";
+  setenv("SNCL_TIMEOUT_MS", "300", 1);
+  const Result late = loadTopologyCached(file, &g, &how);
+  if (timeout) setenv("SNCL_TIMEOUT_MS", savedTimeout.c_str(), 1);
+  else unsetenv("SNCL_TIMEOUT_MS");
+  REQUIRE(late == snclSuccess);
+  CHECK(how == TopoSource::Parsed);
+  CHECK_FALSE(fs::exists(cacheFile + ".lock"));
+  CHECK(firstDifference(parsed, g) == "");
 }
 
 TEST_CASE("topology cache: N rank processes on one file parse it once; All-Reduce is right", "[topo_cache][process]") {

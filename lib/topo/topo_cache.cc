@@ -178,6 +178,17 @@ pid_t lockOwner(const std::string& lock) {
   return pid_t(std::atoi(buf));
 }
 
+// A lock without an owner's pid (its writer died between creating it and writing the pid)
+// older than this is left over, not being written.
+constexpr int kOwnerlessLockSeconds = 5;
+
+bool lockAbandoned(const std::string& lock) {
+  const pid_t owner = lockOwner(lock);
+  if (owner > 0) return kill(owner, 0) != 0 && errno == ESRCH;
+  struct stat st {};
+  return stat(lock.c_str(), &st) == 0 && time(nullptr) - st.st_mtime > kOwnerlessLockSeconds;
+}
+
 // Through the host cache: read it; on a miss, one process per host parses and writes it
 // while the others wait for its lock to go.
 Result loadViaHost(const std::string& path, const std::string& text, uint64_t key, Graph* out, TopoSource* how) {
@@ -212,8 +223,7 @@ Result loadViaHost(const std::string& path, const std::string& text, uint64_t ke
   auto sleep = std::chrono::microseconds(500);
   bool ownerGone = false;
   while (access(lock.c_str(), F_OK) == 0 && !deadline.expired()) {
-    pid_t owner = lockOwner(lock);
-    if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {
+    if (lockAbandoned(lock)) {
       ownerGone = true;
       break;
     }
@@ -222,10 +232,13 @@ Result loadViaHost(const std::string& path, const std::string& text, uint64_t ke
   }
   if (!ownerGone && !deadline.expired() && readCache(file, key, out) == Read::Hit)
     return *how = TopoSource::HostCache, snclSuccess;
-  // Its owner died or failed, or it took too long: parse, and leave a good file behind.
+  // Its owner died or failed, or it took too long: parse, and leave a good file behind and
+  // no lock that would make every later comm wait as long (two writers at worst, each
+  // renaming a whole file into place).
+  const bool tooLong = !ownerGone && deadline.expired();
   SNCL_CHECK(parse(path, text, out));
   writeCache(file, key, *out);
-  if (ownerGone) unlink(lock.c_str());
+  if (ownerGone || tooLong) unlink(lock.c_str());
   *how = TopoSource::Parsed;
   return snclSuccess;
 }
