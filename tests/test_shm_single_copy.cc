@@ -30,6 +30,7 @@
 #include "sncl/sncl_ext.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"
+#include "tests/util/shm_ranks.h"
 #include "transports/shm/shm.h"
 
 using namespace sncl;
@@ -331,17 +332,7 @@ Result complete(Transport& t, RequestId req, int64_t timeoutMs = kTimeoutMs) {
   }
 }
 
-int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using shmtest::freeLoopbackPort;
 
 using TransportBody = std::function<std::string(Transport& t, int rank)>;
 

@@ -82,6 +82,8 @@ class ThreadBootstrap : public Bootstrap {
   ThreadGroup* group_;
 };
 
+}  // namespace
+
 int freeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -93,8 +95,6 @@ int freeLoopbackPort() {
   close(fd);
   return ntohs(address.sin_port);
 }
-
-}  // namespace
 
 std::vector<std::string> runInThreads(int nranks, const RankBody& body) {
   ThreadGroup group(nranks);

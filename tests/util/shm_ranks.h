@@ -31,6 +31,9 @@ inline const char* modeName(Mode m) {
   return m == Mode::Threads ? "threads" : "processes";
 }
 
+// A TCP port on 127.0.0.1 that nothing listens on now (for a bootstrap root).
+int freeLoopbackPort();
+
 std::vector<std::string> runInThreads(int nranks, const RankBody& body);
 std::vector<test::RankExit> runInProcesses(int nranks, const RankBody& body, int timeoutMs = kRunTimeoutMs);
 
