@@ -57,10 +57,17 @@ uint64_t testSeed() {
 }
 
 // Sets SNCL_SHM_CMA for comms made from now on (threads: before snclCommInitAll; processes:
-// inherited by the fork).
+// inherited by the fork). Off also turns off shared buffers (SNCL_SHM_DIRECT=0), which
+// would otherwise send large messages between threads as single copies too.
 struct SingleCopyEnv {
-  explicit SingleCopyEnv(bool on) { setenv("SNCL_SHM_CMA", on ? "1" : "0", 1); }
-  ~SingleCopyEnv() { unsetenv("SNCL_SHM_CMA"); }
+  explicit SingleCopyEnv(bool on) {
+    setenv("SNCL_SHM_CMA", on ? "1" : "0", 1);
+    if (!on) setenv("SNCL_SHM_DIRECT", "0", 1);
+  }
+  ~SingleCopyEnv() {
+    unsetenv("SNCL_SHM_CMA");
+    unsetenv("SNCL_SHM_DIRECT");
+  }
 };
 
 using CommBody = std::function<std::string(snclComm_t comm, int rank, int nranks)>;

@@ -127,6 +127,15 @@ const char* snclGetErrorString(snclResult_t result);
 /* The message of the last failed call on this thread (comm may be NULL). */
 const char* snclGetLastError(snclComm_t comm);
 
+/* Host memory every rank on this machine can map (NCCL's ncclMemAlloc): a collective whose
+ * buffers all come from here has its ranks on one host read and write each other's buffers
+ * in place, with no copy through the shared-memory transport (docs/architecture.md).
+ * Page-aligned and faulted in on return; any buffer within an allocation qualifies.
+ * size 0 or a NULL ptr is snclInvalidArgument. */
+snclResult_t snclMemAlloc(void** ptr, size_t size);
+/* NULL is a no-op; a pointer snclMemAlloc did not return is snclInvalidArgument. */
+snclResult_t snclMemFree(void* ptr);
+
 /* Streams: ordered asynchronous queues served by a progress thread. A NULL stream means
  * the call completes before it returns. */
 snclResult_t snclStreamCreate(snclStream_t* stream);

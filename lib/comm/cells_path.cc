@@ -8,6 +8,7 @@
 #include "lib/comm/comm.h"
 #include "lib/exec/cells.h"
 #include "lib/exec/executor.h"
+#include "lib/exec/shared_colls.h"
 
 namespace sncl {
 namespace {
@@ -18,12 +19,60 @@ bool cellsColl(CollType c, CellsColl* out) {
     case CollType::AllGather: *out = CellsColl::AllGather; return true;
     case CollType::Broadcast: *out = CellsColl::Broadcast; return true;
     case CollType::Reduce: *out = CellsColl::Reduce; return true;
+    case CollType::ReduceScatter: *out = CellsColl::ReduceScatter; return true;
     default: return false;
   }
 }
 
 bool interruptThunk(void* ctx) {
   return faultPoll(static_cast<snclComm*>(ctx));
+}
+
+// A block of reduced results: small enough to stay in the first-level cache while every
+// rank's input block is added to it, large enough that per-block work is noise.
+constexpr size_t kScratchBytes = 32u << 10;
+
+CellsWait waitOf(snclComm* comm) {
+  CellsWait wait;
+  wait.timeoutMs = comm->timeoutMs;
+  wait.interrupt = interruptThunk;
+  wait.ctx = comm;
+  const Executor::WaitHook hook = comm->executor->waitHook();
+  wait.hook = hook.fn;
+  wait.hookUser = hook.user;
+  return wait;
+}
+
+Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined) {
+  CellsPath& c = comm->cells;
+  LocalCells* cells = c.transport->localCells();
+  if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
+  SharedCall call;
+  cellsColl(op.coll, &call.coll);
+  call.input = args.input;
+  call.output = args.output;
+  call.count = op.count;
+  call.elemSize = args.elemSize;
+  call.reduce = args.reduce;
+  call.root = op.root;
+  call.typeOp = uint32_t(op.dtype) | uint32_t(op.op) << 8;
+  call.scratch = c.scratch.data();
+  call.scratchBytes = c.scratch.size();
+  SharedMoved moved;
+  comm->executor->setProgress(0, 2);  // the descriptors' round and the barrier
+  const Result r = runShared(*cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &moved);
+  comm->executor->countMoved(moved.copied, moved.reduced);
+  const size_t bytes = op.count * args.elemSize;
+  const size_t bucket = std::bit_width(bytes);
+  if (r == snclSuccess && !(c.loggedShared & (uint64_t{1} << bucket))) {
+    c.loggedShared |= uint64_t{1} << bucket;
+    log::info(log::Subsys::Plan, "comm {} rank {}: {} of {} bytes per rank: {}", comm->name, comm->rank,
+              cellsCollName(call.coll), bytes,
+              *declined ? "not every rank's buffers are shared (snclMemAlloc): the planner's schedule"
+                        : "algorithm shared (peers' buffers read and written in place)");
+  }
+  ++(*declined ? c.sharedDeclined : c.sharedCalls);
+  return r;
 }
 
 }  // namespace
@@ -45,11 +94,24 @@ void cellsInit(snclComm* comm) {
     return;
   }
   c.transport = found;
+  LocalCells* cells = found->localCells();
   if (comm->rank == 0)
     log::info(log::Subsys::Plan,
               "comm {}: AllReduce, AllGather, Broadcast and Reduce of up to {} bytes per rank run on the {} "
               "transport's cells (algorithm \"cells\"), not the planner's schedule",
-              comm->name, found->localCells()->cellBytes(), found->name());
+              comm->name, cells->cellBytes(), found->name());
+  // Every rank reads the same agreed values (the transport's agreement, the cell size,
+  // nranks) and the same variable, which must match across ranks as SNCL_ALGO must.
+  if (cells->sharedBuffers() && cells->cellBytes() >= sharedDescBytes() && comm->nranks <= 32) {
+    c.shared = true;
+    c.sharedMinBytes = std::max<size_t>(cells->cellBytes() + 1, env::bytes("SNCL_SHM_DIRECT_MIN_BYTES", 0));
+    c.scratch.assign(kScratchBytes, 0);
+    if (comm->rank == 0)
+      log::info(log::Subsys::Plan,
+                "comm {}: from {} bytes per rank, AllReduce, AllGather, Broadcast, Reduce and ReduceScatter on "
+                "buffers every rank shares (snclMemAlloc) read and write them in place (algorithm \"shared\")",
+                comm->name, c.sharedMinBytes);
+  }
 }
 
 bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq) {
@@ -57,14 +119,20 @@ bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq) {
   CellsColl coll;
   if (!c.transport || !cellsColl(op.coll, &coll)) return false;
   LocalCells* cells = c.transport->localCells();
-  if (!cells || !cellsFit(*cells, op.count * dtypeSize(op.dtype))) return false;
+  if (!cells) return false;
+  const size_t bytes = op.count * dtypeSize(op.dtype);
+  const bool small = coll != CellsColl::ReduceScatter && cellsFit(*cells, bytes);
+  if (!small && !(c.shared && bytes >= c.sharedMinBytes)) return false;
   return pinnedPlan(comm, seq) == nullptr;
 }
 
-Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted) {
+Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined) {
+  *declined = false;
   CellsPath& c = comm->cells;
   LocalCells* cells = c.transport->localCells();
   if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
+  if (op.coll == CollType::ReduceScatter || !cellsFit(*cells, op.count * args.elemSize))
+    return sharedRun(comm, op, args, interrupted, declined);
   CellsCall call;
   cellsColl(op.coll, &call.coll);
   call.input = args.input;  // the scaled copy for a pre-multiplied sum
@@ -74,13 +142,7 @@ Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* in
   call.reduce = args.reduce;
   call.root = op.root;
   call.typeOp = uint32_t(op.dtype) | uint32_t(op.op) << 8;
-  CellsWait wait;
-  wait.timeoutMs = comm->timeoutMs;
-  wait.interrupt = interruptThunk;
-  wait.ctx = comm;
-  const Executor::WaitHook hook = comm->executor->waitHook();
-  wait.hook = hook.fn;
-  wait.hookUser = hook.user;
+  const CellsWait wait = waitOf(comm);
   const size_t bucket = std::bit_width(call.bytes);
   if (!(c.loggedBuckets & (uint64_t{1} << bucket))) {
     c.loggedBuckets |= uint64_t{1} << bucket;
@@ -88,6 +150,7 @@ Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* in
               comm->name, comm->rank, cellsCollName(call.coll), call.bytes);
   }
   ++c.calls;
+  comm->executor->setProgress(0, 1);
   return runCells(*cells, comm->rank, comm->nranks, call, wait, interrupted);
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lib/base/error.h"
 
@@ -26,13 +27,23 @@ struct CellsPath {
   Transport* transport = nullptr;  // whose localCells() the comm uses; nullptr: the path is off
   uint64_t loggedBuckets = 0;      // log2 sizes whose first call was logged (INFO, PLAN)
   uint64_t calls = 0;              // calls that took it (tests, counters)
+  // Larger calls on shared buffers (lib/exec/shared_colls.h): from sharedMinBytes per rank,
+  // when the transport can map peers' buffers; a call whose buffers do not allow it is
+  // declined by every rank alike and runs its schedule.
+  bool shared = false;
+  size_t sharedMinBytes = 0;
+  std::vector<char> scratch;       // a block of reduced results, faulted in at init
+  uint64_t sharedCalls = 0;        // calls that ran on shared buffers
+  uint64_t sharedDeclined = 0;     // calls whose buffers sent them to the schedule
+  uint64_t loggedShared = 0;       // log2 sizes whose first shared call was logged
 };
 
 // At init, after the transports: turns the path on or off and logs why.
 void cellsInit(snclComm* comm);
 // Whether op (with sequence number seq) runs on the cells.
 bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq);
-// One attempt of op on the cells; *interrupted as Executor::interrupted().
-Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted);
+// One attempt of op on the cells or shared buffers; *interrupted as
+// Executor::interrupted(); *declined: the buffers do not allow it, run the schedule.
+Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined);
 
 }  // namespace sncl

@@ -220,7 +220,11 @@ Result runAttempt(snclComm* comm, const CollOp& op, const algo::Schedule& schedu
                   bool* interrupted) {
   std::optional<ExpectedErrors> expected;
   if (comm->fault.retry) expected.emplace();
-  if (cellsTake(comm, op, args.seq)) return cellsRun(comm, op, args, interrupted);
+  if (cellsTake(comm, op, args.seq)) {
+    bool declined = false;
+    const Result r = cellsRun(comm, op, args, interrupted, &declined);
+    if (!declined) return r;
+  }
   const Result r = comm->executor->run(schedule, args);
   *interrupted = comm->executor->interrupted();
   return r;

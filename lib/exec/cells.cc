@@ -1,26 +1,11 @@
 #include "lib/exec/cells.h"
 
-#include <sched.h>
-
 #include <cstring>
 
-#include "lib/base/clock.h"
+#include "lib/exec/cells_wait.h"
 
 namespace sncl {
 namespace {
-
-// With a core per rank a peer usually publishes within a few microseconds: spinning that
-// long is cheaper than a futex sleep and wake-up (the shm transport spins as long).
-constexpr int64_t kSpinMicros = 20;
-// Oversubscribed: yield this many times (the peer may be waiting for this core) before sleeping.
-constexpr int kYields = 4;
-// Longest sleep between looks at the peer's liveness and the fault side channel.
-constexpr int64_t kSliceMicros = 20000;
-constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait hook runs as often
-
-inline void cpuRelax() {
-  __builtin_ia32_pause();
-}
 
 uint64_t describe(const CellsCall& c) {
   return uint64_t(c.coll) | uint64_t(c.typeOp & 0xffff) << 8 | uint64_t(uint32_t(c.root) & 0xffff) << 24 |
@@ -28,58 +13,12 @@ uint64_t describe(const CellsCall& c) {
 }
 
 std::string describeText(uint64_t d) {
+  // A peer's first cell call of a collective on shared buffers (shared_colls.cc): a larger count.
+  if (d & 0x80)
+    return fmt::format("{} of more elements than the cells take, on shared buffers", cellsCollName(CellsColl(d & 0x7f)));
   return fmt::format("{} of {} bytes, dtype/op {:#x}, root {}", cellsCollName(CellsColl(d & 0xff)), d >> 40,
                      (d >> 8) & 0xffff, (d >> 24) & 0xffff);
 }
-
-class Waiter {
- public:
-  Waiter(LocalCells& cells, int rank, const CellsWait& w, bool* interrupted)
-      : cells_(cells), rank_(rank), w_(w), interrupted_(interrupted) {}
-
-  // Until peer published call (or a later one).
-  Result waitFor(int peer, uint64_t call) {
-    if (cells_.published(peer, call)) return snclSuccess;
-    const auto start = Clock::now();
-    if (cells_.spin()) {
-      const auto spinUntil = start + std::chrono::microseconds(kSpinMicros);
-      do {
-        for (int i = 0; i < 64; ++i) {
-          if (cells_.published(peer, call)) return snclSuccess;
-          cpuRelax();
-        }
-      } while (Clock::now() < spinUntil);
-    } else {
-      for (int i = 0; i < kYields; ++i) {
-        sched_yield();
-        if (cells_.published(peer, call)) return snclSuccess;
-      }
-    }
-    const Deadline deadline = Deadline::afterMs(w_.timeoutMs);
-    for (;;) {
-      if (w_.hook) w_.hook(w_.hookUser);
-      if (w_.interrupt && w_.interrupt(w_.ctx)) {
-        *interrupted_ = true;
-        return snclRemoteError;
-      }
-      const Result state = cells_.peerState(peer);
-      // Published before it left (a peer that finished its calls and closed): the cell stands.
-      if (cells_.published(peer, call)) return snclSuccess;
-      if (state != snclSuccess) return state;
-      if (deadline.expired())
-        return fail(snclTimeout, "cells: rank {} waited {} ms for rank {} to reach call {} (timeout {} ms)", rank_,
-                    w_.timeoutMs, peer, call, w_.timeoutMs);
-      cells_.wait(peer, call, w_.hook ? kHookSliceMicros : kSliceMicros);
-      if (cells_.published(peer, call)) return snclSuccess;
-    }
-  }
-
- private:
-  LocalCells& cells_;
-  int rank_;
-  const CellsWait& w_;
-  bool* interrupted_;
-};
 
 }  // namespace
 
@@ -89,6 +28,7 @@ const char* cellsCollName(CellsColl c) {
     case CellsColl::AllGather: return "AllGather";
     case CellsColl::Broadcast: return "Broadcast";
     case CellsColl::Reduce: return "Reduce";
+    case CellsColl::ReduceScatter: return "ReduceScatter";
   }
   return "?";
 }
@@ -99,7 +39,7 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
   if (c.bytes > cells.cellBytes() || nranks < 2)
     return fail(snclInternalError, "cells: {} bytes do not fit cells of {} bytes ({} ranks)", c.bytes,
                 cells.cellBytes(), nranks);
-  Waiter waiter(cells, rank, wait, interrupted);
+  CellsWaiter waiter(cells, rank, wait, interrupted);
   const uint64_t call = cells.beginCall();
   // The cell about to be written held call-2: free once every peer published call-1.
   if (call > 1)

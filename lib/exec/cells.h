@@ -13,13 +13,15 @@
 #include <cstdint>
 
 #include "lib/base/error.h"
+#include "lib/exec/cells_wait.h"
 #include "lib/exec/reduce.h"
 #include "lib/transport/transport.h"
 
 namespace sncl {
 
 // The collectives the cells run; the comm maps its own kinds to these.
-enum class CellsColl : uint8_t { AllReduce = 1, AllGather, Broadcast, Reduce };
+// ReduceScatter: shared buffers only (shared_colls.h).
+enum class CellsColl : uint8_t { AllReduce = 1, AllGather, Broadcast, Reduce, ReduceScatter };
 
 struct CellsCall {
   CellsColl coll = CellsColl::AllReduce;
@@ -30,20 +32,6 @@ struct CellsCall {
   ReduceFn reduce = nullptr;  // All-Reduce and Reduce
   int root = 0;               // Broadcast and Reduce
   uint32_t typeOp = 0;        // dtype and op, compared with the peers' (a mismatch is an error)
-};
-
-// How long and how to wait for a peer.
-struct CellsWait {
-  int64_t timeoutMs = 60000;  // a peer that publishes nothing for this long fails the call
-  // Asked now and then while waiting (rate-limited by the callee): true stops the call
-  // with interrupted set (the comm's fault handling takes over).
-  bool (*interrupt)(void* ctx) = nullptr;
-  void* ctx = nullptr;
-  // snclCommSetWaitHook's function, called as the executor calls it while a step waits
-  // (a runtime that embeds sncl, e.g. the MPI drop-in, progresses meanwhile); with it the
-  // sleeps are the executor's short ones.
-  void (*hook)(void* user) = nullptr;
-  void* hookUser = nullptr;
 };
 
 // Runs call on cells for rank of nranks (>= 2). Errors: a dead or failed peer (RemoteError

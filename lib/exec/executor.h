@@ -67,6 +67,17 @@ class Executor {
   // bytes it reduced (the result bytes of each reduction, which read twice as many).
   uint64_t bytesCopied() const { return bytesCopied_.load(std::memory_order_relaxed); }
   uint64_t bytesReduced() const { return bytesReduced_.load(std::memory_order_relaxed); }
+  // Progress of a call that runs outside the executor (cells, shared buffers), for
+  // snclCommGetStatus: its rounds as steps.
+  void setProgress(uint32_t step, uint32_t steps) {
+    steps_.store(steps, std::memory_order_relaxed);
+    step_.store(step, std::memory_order_relaxed);
+  }
+  // Traffic of a call that ran outside the executor (shared buffers), by its thread.
+  void countMoved(uint64_t copied, uint64_t reduced) {
+    count(bytesCopied_, copied);
+    count(bytesReduced_, reduced);
+  }
   void progress(uint32_t* step, uint32_t* steps) const {
     *steps = steps_.load(std::memory_order_relaxed);
     *step = step_.load(std::memory_order_relaxed);

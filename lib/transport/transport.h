@@ -12,6 +12,7 @@
 
 #include "lib/base/clock.h"
 #include "lib/base/error.h"
+#include "lib/transport/shared_mem.h"
 
 namespace sncl {
 
@@ -90,6 +91,13 @@ class LocalCells {
   // snclSuccess while rank may still publish; else an error naming it (died, closed,
   // aborted, failed a pair), with its message recorded. Makes a system call: not per spin.
   virtual Result peerState(int rank) = 0;
+  // Shared buffers (lib/transport/shared_mem.h): whether the comm's ranks can map each
+  // other's allocations (agreed at setup), and where a peer process's buffer lies in this
+  // one (mapped on first use and kept; only the comm's calling thread asks).
+  virtual bool sharedBuffers() const { return false; }
+  virtual Result mapShared(const SharedRef& ref, size_t bytes, char** out) {
+    return fail(snclInternalError, "this transport maps no shared buffers");
+  }
 };
 
 class Transport {

@@ -104,8 +104,41 @@ void combineTimes(const Options& o, double* times, int n, int nranks) {
   }
 }
 
+// A rank's buffer: from snclMemAlloc (-R 1, the default: ranks on one host then read and
+// write each other's buffers in place) or the heap (-R 0); touched once here.
+class HostBuffer {
+ public:
+  HostBuffer(size_t bytes, bool shared, int fill) : bytes_(bytes) {
+    if (bytes == 0) return;
+    if (shared && snclMemAlloc(reinterpret_cast<void**>(&data_), bytes) == snclSuccess) {
+      shared_ = true;
+    } else {
+      if (shared) fprintf(stderr, "snclMemAlloc(%zu) failed (%s): heap buffers\n", bytes, snclGetLastError(nullptr));
+      data_ = static_cast<char*>(malloc(bytes));
+      if (!data_) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+        abort();
+      }
+    }
+    memset(data_, fill, bytes);
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() {
+    if (shared_) snclMemFree(data_);
+    else free(data_);
+  }
+  char* data() { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool shared_ = false;
+};
+
 // The machine's ceiling with every rank running at once; the slowest rank's figures.
-Ceiling ceilingOf(Shared* sh, int thread, std::vector<char>& a, std::vector<char>& b) {
+Ceiling ceilingOf(Shared* sh, int thread, HostBuffer& a, HostBuffer& b) {
   const Options& o = *sh->opt;
   constexpr size_t kMinBytes = 32u << 20;  // past the caches
   std::vector<char> ownA, ownB;
@@ -163,7 +196,10 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
   // Buffers are allocated and touched once, outside the timed loops (first touch costs
   // ~11 us a page); a row never needs more than maxBytes in either.
   const size_t bufBytes = o.maxBytes + 64;
-  std::vector<char> send(bufBytes, 1), recv(bufBytes, 1), peerRecv(peers.empty() ? 0 : bufBytes, 1);
+  // The peers get heap buffers of their own whatever -R says: Open MPI's single-copy reads
+  // (CMA) of shared-memory pages measured up to 1.5x slower than of heap pages here.
+  HostBuffer send(bufBytes, o.sharedBuffers, 1), recv(bufBytes, o.sharedBuffers, 1),
+      peerSend(peers.empty() ? 0 : bufBytes, false, 1), peerRecv(peers.empty() ? 0 : bufBytes, false, 1);
   // nccl-tests' mulsum: a pre-multiplied sum, each rank's scalar 1 or 2.
   snclRedOp_t mulSum[snclNumTypes];
   for (snclDataType_t t : o.types) {
@@ -204,7 +240,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           if (isPeer && peer == Peer::Mpi && (mt == MPI_DATATYPE_NULL || (c.reduces && mo == MPI_OP_NULL))) continue;
           if (isPeer && peer == Peer::Gloo && !GlooPeer::supports(type, c.reduces, refOp)) continue;
           ran[static_cast<size_t>(variant)] = true;
-          Call call{send.data(), isPeer ? peerRecv.data() : recv.data(), count, type,
+          Call call{isPeer ? peerSend.data() : send.data(), isPeer ? peerRecv.data() : recv.data(), count, type,
                     refOp == kMulSum ? mulSum[type] : refOp, refOp, root < 0 ? 0 : root, rank, nranks, comm, gloo.get()};
           if (inPlace) {
             call.send = send.data() + (c.sendOffset ? c.sendOffset(count, rank, call.root) : 0) * elem;
@@ -216,7 +252,7 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
           };
           if (o.check) {
             // Nothing left from an earlier row can pass for a result.
-            memset(send.data(), 0xa5, rowBytes);
+            memset(isPeer ? peerSend.data() : send.data(), 0xa5, rowBytes);
             if (!inPlace) memset(call.recv, 0xa5, rowBytes);
             c.fill(call);
             const bool ok = once();

@@ -120,6 +120,12 @@ struct alignas(kCacheLine) SlotHeader {
   // Nonzero: a single-copy descriptor instead of data. The whole message (totalBytes) is
   // at this address in the sender's address space; bytes is 0 and no other slot follows.
   uint64_t cmaAddr;
+  // With sharedFd >= 0 the message lies in a shared allocation of the sender's
+  // (lib/transport/shared_mem.h) at sharedOffset: the receiver maps it and copies from there.
+  int64_t sharedFd;
+  uint64_t sharedIno;
+  uint64_t sharedAllocBytes;
+  uint64_t sharedOffset;
 };
 
 inline size_t fifoPayloadOffset(size_t nSlots) {

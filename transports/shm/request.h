@@ -27,6 +27,7 @@ struct Request {
   // message is in the sender's address space (0: it streams through the FIFO).
   uint64_t cmaOrdinal = 0;
   uint64_t cmaAddr = 0;
+  const char* sharedSrc = nullptr;  // receive: the message in this process's mapping of the sender's allocation
   RecvSink sink;
   Result error = snclSuccess;
   Request* next = nullptr;  // in its peer's queue

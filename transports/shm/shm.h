@@ -33,8 +33,15 @@ struct ShmOptions {
   // cell, the largest call per rank they take; 0: none. The comm uses the smallest of its
   // ranks' values, and only when every rank reaches every other through this transport.
   size_t cellBytes = 4096;
+  // Collectives on buffers from snclMemAlloc read and write peers' buffers in place
+  // (lib/exec/shared_colls.*): on when every rank can open its peers' allocations; needs
+  // the cells (their descriptors travel there).
+  bool sharedBuffers = true;
+  // Messages of at least this many bytes from a shared allocation (or between threads of
+  // one process) are copied once, by the receiver, out of the sender's buffer.
+  size_t sharedMinBytes = 64u << 10;
 
-  // SNCL_SHM_CELL_BYTES, SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
+  // SNCL_SHM_CELL_BYTES, SNCL_SHM_DIRECT (0: no shared buffers), SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
   // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
   static ShmOptions fromEnv();
 };

@@ -37,6 +37,10 @@ void ShmCells::wait(int rank, uint64_t call, int64_t maxMicros) {
   own.disarm();
 }
 
+Result ShmCells::mapShared(const SharedRef& ref, size_t bytes, char** out) {
+  return transport_->mapShared(ref, bytes, out);
+}
+
 Result ShmCells::peerState(int rank) {
   return transport_->cellPeerState(rank);
 }

@@ -37,6 +37,9 @@ class ShmCells final : public LocalCells {
   void wait(int rank, uint64_t call, int64_t maxMicros) override;
   bool spin() const override { return spin_; }
   Result peerState(int rank) override;
+  bool sharedBuffers() const override { return sharedBuffers_; }
+  Result mapShared(const SharedRef& ref, size_t bytes, char** out) override;
+  void setSharedBuffers(bool on) { sharedBuffers_ = on; }
 
  private:
   CellHeader& header(int rank, uint64_t call) {
@@ -51,6 +54,7 @@ class ShmCells final : public LocalCells {
   uint64_t calls_ = 0;
   bool spin_ = false;
   std::vector<Rank> ranks_;
+  bool sharedBuffers_ = false;
 };
 
 }  // namespace sncl::shm

@@ -150,8 +150,11 @@ bool ShmTransport::progressSends(Peer& p) {
   bool moved = false;
   size_t budget = p.out.nSlots();
   while (Request* r = p.sends.front()) {
-    if (singleCopy_ && r->bytes >= options_.singleCopyMinBytes) {
-      if (budget-- == 0 || !postSingleCopy(p, *r)) return moved;
+    SharedRef ref;
+    const bool viaShared = sharedBuffers_ && r->bytes >= options_.sharedMinBytes &&
+                           (p.sameProcess || sharedFind(r->sendData, r->bytes, &ref));
+    if (viaShared || (singleCopy_ && r->bytes >= options_.singleCopyMinBytes)) {
+      if (budget-- == 0 || !postSingleCopy(p, *r, viaShared && !p.sameProcess ? &ref : nullptr)) return moved;
       p.acks.push(p.sends.pop());  // done when the receiver acknowledges it
       moved = true;
       continue;
@@ -165,6 +168,7 @@ bool ShmTransport::progressSends(Peer& p) {
       slot.offset = r->doneBytes;
       slot.bytes = bytes;
       slot.cmaAddr = 0;
+      slot.sharedFd = -1;
       if (bytes != 0) std::memcpy(p.out.nextPayload(), r->sendData + r->doneBytes, bytes);
       p.out.publish();
       count(counters_.copied, bytes);
@@ -200,6 +204,9 @@ bool ShmTransport::progressRecvs(Peer& p) {
       r->started = true;
       if (slot.cmaAddr != 0) {  // a descriptor: the data stays in the sender's buffer
         r->cmaAddr = slot.cmaAddr;
+        if (slot.sharedFd >= 0 && !mapSharedSend(p, *r, slot)) return true;
+        // A thread of this process: its buffer is read (or reduced from) where it is.
+        if (slot.sharedFd < 0 && p.sameProcess) r->sharedSrc = reinterpret_cast<const char*>(slot.cmaAddr);
         p.in.release();
         p.bell.ring();
         moved = true;

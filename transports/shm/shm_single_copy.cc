@@ -1,6 +1,8 @@
 // ShmTransport: the single-copy path (see shm_transport.h). A large message is not
 // streamed through the FIFO: the sender publishes a descriptor slot (tag, size, address),
-// the receiver reads the sender's buffer directly and acknowledges through the FIFO's
+// the receiver reads the sender's buffer directly (process_vm_readv; or where it is mapped
+// here: a thread of this process, or a shared allocation the descriptor names, which is
+// also reduced from in place) and acknowledges through the FIFO's
 // cmaDone counter, and only then does the send complete. The ack is a counter rather than
 // a per-message flag because a pair's messages are matched in order: the n-th single-copy
 // send is done once cmaDone >= n.
@@ -8,8 +10,8 @@
 // Safety of the sender's buffer: the sender releases it (completes or fails the send) only
 // after the ack, or after the pair failed; a pair fails by a release store of its status
 // before any request of it fails. The receiver therefore checks the status after each read
-// and discards what it read if the pair failed meanwhile: a buffer the sender may already
-// have given back is never delivered. A reset builds a fresh transport with fresh segments
+// and fails the request if the pair failed meanwhile: a buffer the sender may already have
+// given back never completes a receive. A reset builds a fresh transport with fresh segments
 // (shm_reset.cc), so no descriptor of a failed attempt can be read by the re-run.
 #include <sys/uio.h>
 
@@ -18,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lib/base/copy.h"
 #include "transports/shm/shm_transport.h"
 
 namespace sncl::shm {
@@ -40,7 +43,7 @@ bool ShmTransport::probeSingleCopy(Peer& p, std::string* why) {
 }
 
 // Publishes r's descriptor; false when the FIFO has no free slot now.
-bool ShmTransport::postSingleCopy(Peer& p, Request& r) {
+bool ShmTransport::postSingleCopy(Peer& p, Request& r, const SharedRef* ref) {
   if (!p.out.hasFreeSlot()) return false;
   SlotHeader& slot = p.out.nextHeader();
   slot.tag = r.tag;
@@ -48,11 +51,35 @@ bool ShmTransport::postSingleCopy(Peer& p, Request& r) {
   slot.offset = 0;
   slot.bytes = 0;
   slot.cmaAddr = reinterpret_cast<uintptr_t>(r.sendData);
+  slot.sharedFd = ref ? ref->fd : -1;
+  if (ref) {
+    slot.sharedIno = ref->ino;
+    slot.sharedAllocBytes = ref->allocBytes;
+    slot.sharedOffset = ref->offset;
+  }
   p.out.publish();
   p.bell.ring();
   r.started = true;
   r.cmaOrdinal = ++p.cmaPosted;
   count(counters_.sent, r.bytes);
+  return true;
+}
+
+bool ShmTransport::mapSharedSend(Peer& p, Request& r, const SlotHeader& slot) {
+  SharedRef ref;
+  ref.pid = p.pid;
+  ref.fd = static_cast<int32_t>(slot.sharedFd);
+  ref.ino = slot.sharedIno;
+  ref.allocBytes = slot.sharedAllocBytes;
+  ref.offset = slot.sharedOffset;
+  char* src = nullptr;
+  if (sharedMaps_.map(ref, r.bytes, &src) != snclSuccess) {
+    PairStatus details{};
+    details.reporter = rank_;
+    failPair(p, snclRemoteError, fmt::format("shm: rank {}: {}", rank_, lastError()), PairFailure::ReadFailed, details);
+    return false;
+  }
+  r.sharedSrc = src;
   return true;
 }
 
@@ -68,10 +95,6 @@ bool ShmTransport::progressAcks(Peer& p) {
 }
 
 int ShmTransport::readPeer(Peer& p, char* to, uint64_t from, size_t bytes) {
-  if (p.sameProcess) {
-    std::memcpy(to, reinterpret_cast<const void*>(static_cast<uintptr_t>(from)), bytes);
-    return 0;
-  }
   while (bytes > 0) {
     iovec local{to, bytes};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from)), bytes};
@@ -89,23 +112,41 @@ int ShmTransport::readPeer(Peer& p, char* to, uint64_t from, size_t bytes) {
 int ShmTransport::readSingleCopy(Peer& p, Request& r) {
   size_t budget = p.in.nSlots() * p.in.slotBytes();
   char* dst = static_cast<char*>(r.sink.dst);
+  // From a shared allocation (or a thread of this process): read or reduced in place, from
+  // this process's mapping of it.
+  const bool mapped = r.sharedSrc != nullptr;
+  if (!mapped && !dst && staging_.empty()) {  // a descriptor the agreed setup does not allow
+    PairStatus details{};
+    details.reporter = rank_;
+    failPair(p, snclInternalError, fmt::format("shm: rank {}: a single-copy message from rank {} with no way to read it",
+                                               rank_, p.rank),
+             PairFailure::ReadFailed, details);
+    return -1;
+  }
   while (r.doneBytes < r.bytes && budget > 0) {
-    const size_t piece = std::min({r.bytes - r.doneBytes, budget, dst ? budget : staging_.size()});
+    const size_t piece = std::min({r.bytes - r.doneBytes, budget, dst || mapped ? budget : staging_.size()});
+    const char* from = mapped ? r.sharedSrc + r.doneBytes : nullptr;
     char* to = dst ? dst + r.doneBytes : staging_.data();
-    if (const int err = readPeer(p, to, r.cmaAddr + r.doneBytes, piece)) {
-      PairStatus details{};
-      details.reporter = rank_;
-      if (err == ESRCH || !peerAlive(p)) {  // the usual story for a dead peer, as the stall check tells it
-        failPair(p, snclRemoteError, fmt::format("shm: peer rank {} (pid {}) died", p.rank, p.pid), PairFailure::Died,
-                 details);
+    // Copied or reduced before the status check below, as a read is: a buffer the sender
+    // gave back meanwhile fails the request instead of being delivered.
+    if (mapped && dst) copyStreaming(to, from, piece);
+    if (mapped && !dst) r.sink.deliver(r.sink.ctx, r.doneBytes, from, piece);
+    if (!mapped) {
+      if (const int err = readPeer(p, to, r.cmaAddr + r.doneBytes, piece)) {
+        PairStatus details{};
+        details.reporter = rank_;
+        if (err == ESRCH || !peerAlive(p)) {  // the usual story for a dead peer, as the stall check tells it
+          failPair(p, snclRemoteError, fmt::format("shm: peer rank {} (pid {}) died", p.rank, p.pid), PairFailure::Died,
+                   details);
+          return -1;
+        }
+        failPair(p, snclRemoteError,
+                 fmt::format("shm: rank {}: single-copy read of {} bytes from rank {} (pid {}) failed: {} (the peer "
+                             "died or released its buffer)",
+                             rank_, piece, p.rank, p.pid, strerror(err)),
+                 PairFailure::ReadFailed, details);
         return -1;
       }
-      failPair(p, snclRemoteError,
-               fmt::format("shm: rank {}: single-copy read of {} bytes from rank {} (pid {}) failed: {} (the peer "
-                           "died or released its buffer)",
-                           rank_, piece, p.rank, p.pid, strerror(err)),
-               PairFailure::ReadFailed, details);
-      return -1;
     }
     // The sender may have failed the pair (and released its buffer) during the read. The
     // status is loaded after the read (a syscall, or memcpy's loads, which x86 does not
@@ -117,9 +158,9 @@ int ShmTransport::readSingleCopy(Peer& p, Request& r) {
       failFromRemote(p, remote);
       return -1;
     }
-    count(counters_.copied, piece);
+    if (dst || !mapped) count(counters_.copied, piece);
     count(counters_.received, piece);
-    if (!dst) r.sink.deliver(r.sink.ctx, r.doneBytes, to, piece);
+    if (!dst && !mapped) r.sink.deliver(r.sink.ctx, r.doneBytes, to, piece);
     r.doneBytes += piece;
     budget -= piece;
   }

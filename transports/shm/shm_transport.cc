@@ -28,6 +28,8 @@ ShmOptions ShmOptions::fromEnv() {
   o.singleCopyAuto = !cma || cma->empty();
   o.singleCopy = o.singleCopyAuto || env::integer("SNCL_SHM_CMA", 1) != 0;
   o.singleCopyMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MIN_BYTES", o.singleCopyMinBytes));
+  o.sharedBuffers = env::integer("SNCL_SHM_DIRECT", 1) != 0;
+  o.sharedMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_DIRECT_P2P_MIN_BYTES", o.sharedMinBytes));
   o.singleCopyPieceBytes =
       std::max<uint64_t>(shm::kPage, env::bytes("SNCL_SHM_CMA_PIECE_BYTES", o.singleCopyPieceBytes));
   return o;
@@ -61,6 +63,17 @@ constexpr int64_t kSpinMicros = 20;
 struct SegmentRecord {
   int32_t status;  // snclResult_t of creating the segment
   char name[92];
+  SharedRef probe;  // a shared allocation of this rank's (fd -1: none) that peers try to open
+};
+
+// The probe allocation of setup, freed when setup ends (every peer tried it by then).
+struct SharedProbe {
+  void* mem = nullptr;
+  SharedRef ref;
+  explicit SharedProbe(bool wanted) {
+    if (wanted && sharedAlloc(1, &mem) == snclSuccess) sharedFind(mem, 1, &ref);
+  }
+  ~SharedProbe() { sharedFree(mem); }
 };
 
 int cpusAvailable() {
@@ -103,6 +116,10 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   Result created = createSegment(ctx, peers);
   std::vector<SegmentRecord> records(nranks_);
   records[rank_].status = created;
+  // Shared buffers need every rank to open its peers' allocations (/proc/<pid>/fd, which a
+  // hardened /proc may refuse): each rank offers a one-page allocation to try.
+  SharedProbe probe(options_.sharedBuffers);
+  records[rank_].probe = probe.ref;
   if (segment_) snprintf(records[rank_].name, sizeof(records[rank_].name), "%s", segment_->name().c_str());
   Result r = ctx.bootstrap->allGather(records.data(), sizeof(SegmentRecord), deadline);
   if (r != snclSuccess || created != snclSuccess) {
@@ -133,13 +150,18 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   if (mapped == snclSuccess)
     for (Peer& p : peers_)
       if (noSingleCopy.empty() && !probeSingleCopy(p, &noSingleCopy)) break;
+  bool sharedOk = probe.ref.fd >= 0;
+  for (Peer& p : peers_)
+    if (sharedOk && records[p.rank].probe.pid != records[rank_].probe.pid)
+      sharedOk = records[p.rank].probe.fd >= 0 && sharedProbe(records[p.rank].probe);
   struct MapRecord {
     int32_t status;
     int32_t singleCopy;
     uint64_t cellBytes;
+    int32_t sharedBuffers;
   };
   std::vector<MapRecord> statuses(nranks_);
-  statuses[rank_] = {mapped, noSingleCopy.empty() ? 1 : 0, cellBytesOffered_};
+  statuses[rank_] = {mapped, noSingleCopy.empty() ? 1 : 0, cellBytesOffered_, sharedOk ? 1 : 0};
   r = ctx.bootstrap->allGather(statuses.data(), sizeof(MapRecord), deadline);
   // Every peer has mapped this rank's segment (or given up): from now on only mappings
   // keep it alive, so nothing is left in /dev/shm however the ranks end.
@@ -148,8 +170,10 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   SNCL_CHECK(mapped);
   singleCopy_ = true;
   uint64_t cellBytes = cellBytesOffered_;
+  bool sharedBuffers = true;
   for (int k = 0; k < nranks_; ++k) {
     cellBytes = std::min(cellBytes, statuses[k].cellBytes);
+    sharedBuffers &= statuses[k].sharedBuffers != 0;
     if (statuses[k].status != snclSuccess)
       return fail(snclRemoteError, "shm: rank {} could not map its peers' segments ({})", k,
                   resultName(static_cast<Result>(statuses[k].status)));
@@ -166,6 +190,8 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   }
 
   setupCells(cellBytes);
+  sharedBuffers_ = sharedBuffers;
+  cells_.setSharedBuffers(cells_.active() && sharedBuffers);
   pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
   active_.reserve(peers_.size());
   lastStallCheck_ = Clock::now();
@@ -175,7 +201,9 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
             "shm: {}rank {}/{}: {} peers, FIFO {} x {} KiB per peer, segment {:.1f} MiB, cells {}, single copy {}, {}",
             ctx.commName.empty() ? "" : ctx.commName + " ", rank_, nranks_, peers_.size(), nSlots_, slotBytes_ >> 10,
             segment_->bytes() / 1048576.0,
-            cells_.active() ? fmt::format("up to {} bytes per rank", cells_.cellBytes()) : std::string("off"),
+            cells_.active() ? fmt::format("up to {} bytes per rank{}", cells_.cellBytes(),
+                                          sharedBuffers ? ", shared buffers mapped in place" : "")
+                            : std::string("off"),
             singleCopy_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10) : std::string("off"),
             oversubscribed_ ? std::string("oversubscribed: no spinning")
                             : fmt::format("spinning {} us before sleeping", spinMicros_));

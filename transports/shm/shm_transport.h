@@ -63,6 +63,7 @@ class ShmTransport : public Transport {
   LocalCells* localCells() override { return cells_.active() ? &cells_ : nullptr; }
   // LocalCells::peerState of rank (shm_cells.cc): the pair's failure, or its death (pidfd).
   Result cellPeerState(int rank);
+  Result mapShared(const SharedRef& ref, size_t bytes, char** out) { return sharedMaps_.map(ref, bytes, out); }
 
  private:
   struct Peer {
@@ -100,10 +101,12 @@ class ShmTransport : public Transport {
   bool progressSends(Peer& p);
   bool progressRecvs(Peer& p);
   // single copy (shm_single_copy.cc)
-  bool postSingleCopy(Peer& p, Request& r);
+  // ref: the message lies in a shared allocation the receiver maps (nullptr: it reads cmaAddr).
+  bool postSingleCopy(Peer& p, Request& r, const SharedRef* ref);
+  bool mapSharedSend(Peer& p, Request& r, const SlotHeader& slot);  // false: the pair failed
   bool progressAcks(Peer& p);
   int readSingleCopy(Peer& p, Request& r);  // 1: finished, 0: more to read, -1: the pair failed
-  int readPeer(Peer& p, char* to, uint64_t from, size_t bytes);  // 0 or an errno
+  int readPeer(Peer& p, char* to, uint64_t from, size_t bytes);  // process_vm_readv: 0 or an errno
   bool mayProgress();
   void checkStalledPeers();
   bool peerAlive(const Peer& p) const;
@@ -137,6 +140,12 @@ class ShmTransport : public Transport {
   bool singleCopy_ = false;
   uint64_t cmaProbe_ = 0;     // the word peers read at setup (its address is in the header)
   std::vector<char> staging_; // one piece for reduced single-copy receives, faulted in at setup
+
+  // Shared buffers: on when every rank can map its peers' allocations (agreed at setup).
+  // Collectives use them through the cells; single-copy messages from such an allocation
+  // are copied out of the receiver's mapping of it.
+  bool sharedBuffers_ = false;
+  SharedMaps sharedMaps_;
 
   // Cells: offered when this rank reaches every other rank here; used at the comm's smallest offer.
   size_t cellBytesOffered_ = 0;

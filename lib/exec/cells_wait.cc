@@ -1,0 +1,61 @@
+#include "lib/exec/cells_wait.h"
+
+#include <sched.h>
+
+#include "lib/base/clock.h"
+
+namespace sncl {
+namespace {
+
+// With a core per rank a peer usually publishes within a few microseconds: spinning that
+// long is cheaper than a futex sleep and wake-up (the shm transport spins as long).
+constexpr int64_t kSpinMicros = 20;
+// Oversubscribed: yield this many times (the peer may be waiting for this core) before sleeping.
+constexpr int kYields = 4;
+// Longest sleep between looks at the peer's liveness and the fault side channel.
+constexpr int64_t kSliceMicros = 20000;
+constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait hook runs as often
+
+inline void cpuRelax() {
+  __builtin_ia32_pause();
+}
+
+}  // namespace
+
+Result CellsWaiter::waitFor(int peer, uint64_t call) {
+  if (cells_.published(peer, call)) return snclSuccess;
+  const auto start = Clock::now();
+  if (cells_.spin()) {
+    const auto spinUntil = start + std::chrono::microseconds(kSpinMicros);
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (cells_.published(peer, call)) return snclSuccess;
+        cpuRelax();
+      }
+    } while (Clock::now() < spinUntil);
+  } else {
+    for (int i = 0; i < kYields; ++i) {
+      sched_yield();
+      if (cells_.published(peer, call)) return snclSuccess;
+    }
+  }
+  const Deadline deadline = Deadline::afterMs(w_.timeoutMs);
+  for (;;) {
+    if (w_.hook) w_.hook(w_.hookUser);
+    if (w_.interrupt && w_.interrupt(w_.ctx)) {
+      *interrupted_ = true;
+      return snclRemoteError;
+    }
+    const Result state = cells_.peerState(peer);
+    // Published before it left (a peer that finished its calls and closed): the cell stands.
+    if (cells_.published(peer, call)) return snclSuccess;
+    if (state != snclSuccess) return state;
+    if (deadline.expired())
+      return fail(snclTimeout, "cells: rank {} waited {} ms for rank {} to reach call {} (timeout {} ms)", rank_,
+                  w_.timeoutMs, peer, call, w_.timeoutMs);
+    cells_.wait(peer, call, w_.hook ? kHookSliceMicros : kSliceMicros);
+    if (cells_.published(peer, call)) return snclSuccess;
+  }
+}
+
+}  // namespace sncl
