@@ -633,11 +633,11 @@ TEST_CASE("shared: buffers freed and allocated again before every call", "[share
   CHECK(test::allSucceeded(exits));
 }
 
-TEST_CASE("shared: more live allocations than a process keeps mapped", "[shared][process]") {
+TEST_CASE("shared: many live allocations per peer", "[shared][process]") {
   testSeed();
   LoopOptions opt;
   opt.calls = 200;
-  opt.pool = 20;  // 40 allocations per rank: 120 of the 3 peers, beyond SharedMaps' 64
+  opt.pool = 20;  // 40 allocations per rank: 120 of the 3 peers mapped at once
   opt.draw.maxRankBytes = 32 << 10;
   opt.draw.maxTotalBytes = 64 << 10;
   const uint64_t seed = testSeed() ^ 0x9001;

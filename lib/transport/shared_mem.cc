@@ -140,18 +140,33 @@ void SharedMaps::drop(Mapping& m) {
   m = Mapping{};
 }
 
+SharedMaps::Mapping* SharedMaps::freeSlot() {
+  for (size_t i = 0; i < count_; ++i)
+    if (!maps_[i].base) return &maps_[i];
+  if (count_ < kMaxMappings) return &maps_[count_++];
+  // Full: drop the mappings of allocations their owners freed (fd closed or reused).
+  Mapping* found = nullptr;
+  for (size_t i = 0; i < count_; ++i) {
+    Mapping& m = maps_[i];
+    SharedRef ref;
+    ref.pid = m.pid, ref.fd = m.fd, ref.ino = m.ino, ref.allocBytes = m.bytes;
+    if (sharedProbe(ref)) continue;
+    drop(m);
+    if (!found) found = &m;
+  }
+  return found;
+}
+
 Result SharedMaps::map(const SharedRef& ref, size_t bytes, char** out) {
   *out = nullptr;
   if (ref.offset > ref.allocBytes || bytes > ref.allocBytes - ref.offset)
     return fail(snclInvalidArgument, "shared memory: a buffer of {} bytes at offset {} overruns pid {}'s allocation of {}",
                 bytes, ref.offset, ref.pid, ref.allocBytes);
-  ++stamp_;
   Mapping* slot = nullptr;
   for (size_t i = 0; i < count_; ++i) {
     Mapping& m = maps_[i];
-    if (m.pid != ref.pid || m.fd != ref.fd) continue;
+    if (!m.base || m.pid != ref.pid || m.fd != ref.fd) continue;
     if (m.ino == ref.ino && m.bytes >= ref.allocBytes) {
-      m.used = stamp_;
       *out = m.base + ref.offset;
       return snclSuccess;
     }
@@ -159,16 +174,10 @@ Result SharedMaps::map(const SharedRef& ref, size_t bytes, char** out) {
     slot = &m;
     break;
   }
-  if (!slot) {
-    if (count_ < kMaxMappings) {
-      slot = &maps_[count_++];
-    } else {
-      slot = &maps_[0];
-      for (size_t i = 1; i < count_; ++i)
-        if (maps_[i].used < slot->used) slot = &maps_[i];
-      drop(*slot);
-    }
-  }
+  if (!slot) slot = freeSlot();
+  if (!slot)
+    return fail(snclSystemError, "shared memory: {} peers' allocations are mapped and all still live; cannot map pid {}'s",
+                kMaxMappings, ref.pid);
   std::string why;
   const int fd = openPeerFile(ref, &why);
   if (fd < 0)
@@ -180,7 +189,7 @@ Result SharedMaps::map(const SharedRef& ref, size_t bytes, char** out) {
   if (p == MAP_FAILED)
     return fail(snclSystemError, "shared memory: mapping pid {}'s allocation of {} bytes: {}", ref.pid, ref.allocBytes,
                 std::strerror(e));
-  *slot = {ref.pid, ref.fd, ref.ino, static_cast<char*>(p), ref.allocBytes, stamp_};
+  *slot = {ref.pid, ref.fd, ref.ino, static_cast<char*>(p), ref.allocBytes};
   *out = slot->base + ref.offset;
   return snclSuccess;
 }

@@ -30,8 +30,10 @@ Result sharedFree(void* ptr);
 bool sharedFind(const void* ptr, size_t bytes, SharedRef* ref);
 
 // Maps the peers' allocations this process reads and writes: one mapping per allocation,
-// kept until the cache goes or the peer's fd turns out to hold another allocation. Used by
-// one thread at a time (a comm's calls).
+// kept until the cache goes or its owner freed it (its fd holds another file now). A
+// mapping in use is never dropped: when all slots are taken, only the mappings of freed
+// allocations go (a correct program has no call in flight on those), else map() fails.
+// Used by one thread at a time (a comm's calls).
 class SharedMaps {
  public:
   SharedMaps() = default;
@@ -40,7 +42,6 @@ class SharedMaps {
   ~SharedMaps();
   // The address in this process of [ref.offset, +bytes) of the allocation ref names.
   Result map(const SharedRef& ref, size_t bytes, char** out);
-  size_t mappings() const { return count_; }
 
  private:
   struct Mapping {
@@ -49,13 +50,12 @@ class SharedMaps {
     uint64_t ino = 0;
     char* base = nullptr;
     size_t bytes = 0;
-    uint64_t used = 0;  // the last lookup's stamp, to drop the least recently used
   };
-  static constexpr size_t kMaxMappings = 64;
+  static constexpr size_t kMaxMappings = 256;
   void drop(Mapping& m);
+  Mapping* freeSlot();  // nullptr: every slot holds a live allocation
   Mapping maps_[kMaxMappings];
-  size_t count_ = 0;
-  uint64_t stamp_ = 0;
+  size_t count_ = 0;  // slots ever used; dropped ones have base nullptr
 };
 
 // Whether this process can map peer pid's allocations: opens /proc/<pid>/fd/<fd> of a
