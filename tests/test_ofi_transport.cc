@@ -19,6 +19,7 @@
 #include "lib/base/clock.h"
 #include "lib/base/error.h"
 #include "lib/net/bootstrap.h"
+#include "tests/util/requests.h"
 #include "transports/ofi/ofi.h"
 #include "transports/ofi/ofi_fabric.h"
 
@@ -127,25 +128,12 @@ struct Collector {
 
 unsigned char pattern(int from, size_t msg, size_t i) { return static_cast<unsigned char>(from * 31 + msg * 7 + i * 13); }
 
-// Waits for every request; returns the first failure (with the transport's message in lastError()).
+// Waits for every request (tests/util/requests.h) and empties reqs; returns the
+// first failure (with the transport's message in lastError()).
 Result waitAll(Transport& t, std::vector<RequestId>& reqs, int64_t timeoutMs = kDeadlineMs) {
-  Deadline deadline = Deadline::afterMs(timeoutMs);
-  while (!reqs.empty()) {
-    for (size_t i = 0; i < reqs.size();) {
-      bool done = false;
-      Result r = t.test(reqs[i], &done);
-      if (r != snclSuccess) return r;
-      if (done) {
-        reqs[i] = reqs.back();
-        reqs.pop_back();
-      } else {
-        ++i;
-      }
-    }
-    if (deadline.expired()) return fail(snclTimeout, "test: requests did not finish");
-    if (!reqs.empty()) t.wait(200);
-  }
-  return snclSuccess;
+  const Result r = test::completeAll(t, reqs, timeoutMs);
+  if (r == snclSuccess) reqs.clear();
+  return r;
 }
 
 // Every rank sends sizes.size() messages to every other rank at once and checks what it receives.

@@ -328,17 +328,7 @@ TransportRank setupTransport(int rank, int nranks, const snclUniqueId& id, uint6
   return out;
 }
 
-Result complete(Transport& t, RequestId req, int64_t timeoutMs = kTimeoutMs) {
-  const Deadline deadline = Deadline::afterMs(timeoutMs);
-  for (;;) {
-    bool done = false;
-    SNCL_CHECK(t.test(req, &done));
-    if (done) return snclSuccess;
-    if (deadline.expired()) return fail(snclTimeout, "test: the request did not complete in {} ms", timeoutMs);
-    t.wait(200);
-  }
-}
-
+using shmtest::complete;
 using shmtest::freeLoopbackPort;
 
 using TransportBody = std::function<std::string(Transport& t, int rank)>;

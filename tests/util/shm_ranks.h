@@ -17,6 +17,7 @@
 #include "lib/net/bootstrap.h"
 #include "lib/transport/transport.h"
 #include "tests/util/launcher.h"
+#include "tests/util/requests.h"
 #include "transports/shm/shm.h"
 
 namespace sncl::shmtest {
@@ -64,10 +65,8 @@ struct ShmRank {
 ShmRank setupShm(int rank, int nranks, Bootstrap& bootstrap, uint64_t commId, const ShmOptions& options = {},
                  int64_t timeoutMs = kTimeoutMs, std::optional<std::vector<int>> peers = std::nullopt);
 
-// Drives reqs to completion the way the executor does: test all, wait when idle.
-// Returns the first error (its message in lastError()).
-Result completeAll(Transport& t, std::vector<RequestId> reqs, int64_t timeoutMs = kTimeoutMs);
-Result complete(Transport& t, RequestId req, int64_t timeoutMs = kTimeoutMs);
+using test::complete;  // tests/util/requests.h
+using test::completeAll;
 
 uint8_t pattern(size_t i, uint64_t seed);
 std::vector<char> makeMessage(size_t bytes, uint64_t seed);

@@ -37,6 +37,10 @@ void ShmCells::wait(int rank, uint64_t call, int64_t maxMicros) {
   own.disarm();
 }
 
+bool ShmCells::sharedBuffers() const {
+  return active() && transport_->sharedBuffers();
+}
+
 Result ShmCells::mapShared(const SharedRef& ref, size_t bytes, char** out) {
   return transport_->mapShared(ref, bytes, out);
 }

@@ -37,9 +37,8 @@ class ShmCells final : public LocalCells {
   void wait(int rank, uint64_t call, int64_t maxMicros) override;
   bool spin() const override { return spin_; }
   Result peerState(int rank) override;
-  bool sharedBuffers() const override { return sharedBuffers_; }
+  bool sharedBuffers() const override;
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) override;
-  void setSharedBuffers(bool on) { sharedBuffers_ = on; }
 
  private:
   CellHeader& header(int rank, uint64_t call) {
@@ -54,7 +53,6 @@ class ShmCells final : public LocalCells {
   uint64_t calls_ = 0;
   bool spin_ = false;
   std::vector<Rank> ranks_;
-  bool sharedBuffers_ = false;
 };
 
 }  // namespace sncl::shm

@@ -191,7 +191,6 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
 
   setupCells(cellBytes);
   sharedBuffers_ = sharedBuffers;
-  cells_.setSharedBuffers(cells_.active() && sharedBuffers);
   pool_.init(std::min(RequestPool::kMaxCapacity, 1024 + 16 * peers.size()));
   active_.reserve(peers_.size());
   lastStallCheck_ = Clock::now();

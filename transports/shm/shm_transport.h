@@ -64,6 +64,7 @@ class ShmTransport : public Transport {
   // LocalCells::peerState of rank (shm_cells.cc): the pair's failure, or its death (pidfd).
   Result cellPeerState(int rank);
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) { return sharedMaps_.map(ref, bytes, out); }
+  bool sharedBuffers() const { return sharedBuffers_; }
 
  private:
   struct Peer {
