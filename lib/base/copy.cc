@@ -9,13 +9,11 @@
 
 namespace sncl {
 
-void copyStreaming(void* dst, const void* src, size_t bytes) {
-  if (bytes < kStreamingCopyMinBytes) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  copyNonTemporal(dst, src, bytes);
+bool pastTheCache(size_t bytes, uint64_t cacheBytes) {
+  return bytes >= (cacheBytes != 0 ? cacheBytes : uint64_t{32} << 20) / 2;
 }
+
+void copyCached(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 void copyNonTemporal(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)

@@ -9,6 +9,8 @@
 #include "lib/exec/cells.h"
 #include "lib/exec/executor.h"
 #include "lib/exec/shared_colls.h"
+#include "lib/topo/discovery.h"
+#include "lib/transport/shared_mem.h"
 
 namespace sncl {
 namespace {
@@ -31,6 +33,9 @@ bool interruptThunk(void* ctx) {
 // A block of reduced results: small enough to stay in the first-level cache while every
 // rank's input block is added to it, large enough that per-block work is noise.
 constexpr size_t kScratchBytes = 32u << 10;
+// A rank's staging area: four parts of 512 KiB, so that a chunk's copies are long next to
+// its barriers (a few microseconds) and the area stays a small part of the cache.
+constexpr size_t kStageBytes = 2u << 20;
 
 CellsWait waitOf(snclComm* comm) {
   CellsWait wait;
@@ -58,9 +63,24 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
   call.typeOp = uint32_t(op.dtype) | uint32_t(op.op) << 8;
   call.scratch = c.scratch.data();
   call.scratchBytes = c.scratch.size();
+  call.cacheBytes = c.cacheBytes;
+  if (!c.stage && c.stagePartBytes > 0) {  // once per comm, at its first call on this path
+    void* stage = nullptr;
+    if (sharedAlloc(4 * c.stagePartBytes, &stage) == snclSuccess) {
+      c.stage.reset(static_cast<char*>(stage));
+    } else {
+      log::warn("comm {} rank {}: no staging area ({}): calls on buffers peers cannot map run the planner's schedules",
+                comm->name, comm->rank, lastError());
+      c.stagePartBytes = 0;
+    }
+  }
+  call.stage = c.stage.get();
+  call.stagePartBytes = c.stagePartBytes;
   SharedMoved moved;
   comm->executor->setProgress(0, 2);  // the descriptors' round and the barrier
-  const Result r = runShared(*cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &moved);
+  bool staged = false;
+  const Result r =
+      runShared(*cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &staged, &moved);
   comm->executor->countMoved(moved.copied, moved.reduced);
   const size_t bytes = op.count * args.elemSize;
   const size_t bucket = std::bit_width(bytes);
@@ -68,14 +88,19 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
     c.loggedShared |= uint64_t{1} << bucket;
     log::info(log::Subsys::Plan, "comm {} rank {}: {} of {} bytes per rank: {}", comm->name, comm->rank,
               cellsCollName(call.coll), bytes,
-              *declined ? "not every rank's buffers are shared (snclMemAlloc): the planner's schedule"
+              *declined ? "not every rank's buffers are shared (snclMemAlloc), nor staged: the planner's schedule"
+              : staged  ? "algorithm staged (copied through the ranks' shared staging areas)"
                         : "algorithm shared (peers' buffers read and written in place)");
   }
-  ++(*declined ? c.sharedDeclined : c.sharedCalls);
+  ++(*declined ? c.sharedDeclined : staged ? c.stagedCalls : c.sharedCalls);
   return r;
 }
 
 }  // namespace
+
+void SharedFree::operator()(char* p) const {
+  sharedFree(p);
+}
 
 void cellsInit(snclComm* comm) {
   CellsPath& c = comm->cells;
@@ -106,6 +131,9 @@ void cellsInit(snclComm* comm) {
     c.shared = true;
     c.sharedMinBytes = std::max<size_t>(cells->cellBytes() + 1, env::bytes("SNCL_SHM_DIRECT_MIN_BYTES", 0));
     c.scratch.assign(kScratchBytes, 0);
+    c.cacheBytes = topo::lastLevelCacheBytes();
+    // Parts of whole 64-byte lines: every element in them aligned.
+    c.stagePartBytes = env::bytes("SNCL_SHM_STAGE_BYTES", kStageBytes) / 4 / 64 * 64;
     if (comm->rank == 0)
       log::info(log::Subsys::Plan,
                 "comm {}: from {} bytes per rank, AllReduce, AllGather, Broadcast, Reduce and ReduceScatter on "

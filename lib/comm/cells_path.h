@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ class Transport;
 struct CollOp;
 struct ExecArgs;
 
+// Frees a shared allocation (lib/transport/shared_mem.h).
+struct SharedFree {
+  void operator()(char* p) const;
+};
+
 struct CellsPath {
   Transport* transport = nullptr;  // whose localCells() the comm uses; nullptr: the path is off
   uint64_t loggedBuckets = 0;      // log2 sizes whose first call was logged (INFO, PLAN)
@@ -33,8 +39,15 @@ struct CellsPath {
   bool shared = false;
   size_t sharedMinBytes = 0;
   std::vector<char> scratch;       // a block of reduced results, faulted in at init
+  uint64_t cacheBytes = 0;         // of the host's last-level cache (hwloc)
   uint64_t sharedCalls = 0;        // calls that ran on shared buffers
   uint64_t sharedDeclined = 0;     // calls whose buffers sent them to the schedule
+  // Calls on buffers peers cannot map run through staging areas (lib/exec/staged_colls.h):
+  // this rank's, four parts of stagePartBytes, allocated at the first call on this path
+  // (SNCL_SHM_STAGE_BYTES, all four parts; 0: none, such calls are declined).
+  std::unique_ptr<char, SharedFree> stage;
+  size_t stagePartBytes = 0;
+  uint64_t stagedCalls = 0;        // calls that ran through the staging areas
   uint64_t loggedShared = 0;       // log2 sizes whose first shared call was logged
 };
 

@@ -7,18 +7,11 @@
 namespace sncl {
 namespace {
 
-// With a core per rank a peer usually publishes within a few microseconds: spinning that
-// long is cheaper than a futex sleep and wake-up (the shm transport spins as long).
-constexpr int64_t kSpinMicros = 20;
 // Oversubscribed: yield this many times (the peer may be waiting for this core) before sleeping.
 constexpr int kYields = 4;
 // Longest sleep between looks at the peer's liveness and the fault side channel.
 constexpr int64_t kSliceMicros = 20000;
 constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait hook runs as often
-
-inline void cpuRelax() {
-  __builtin_ia32_pause();
-}
 
 }  // namespace
 
@@ -26,7 +19,7 @@ Result CellsWaiter::waitFor(int peer, uint64_t call) {
   if (cells_.published(peer, call)) return snclSuccess;
   const auto start = Clock::now();
   if (cells_.spin()) {
-    const auto spinUntil = start + std::chrono::microseconds(kSpinMicros);
+    const auto spinUntil = start + std::chrono::microseconds(kSpinBeforeSleepMicros);
     do {
       for (int i = 0; i < 64; ++i) {
         if (cells_.published(peer, call)) return snclSuccess;

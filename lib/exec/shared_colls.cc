@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "lib/base/copy.h"
+#include "lib/exec/rank_slices.h"
+#include "lib/exec/staged_colls.h"
 
 namespace sncl {
 namespace {
@@ -24,8 +27,11 @@ struct CallDesc {
   int32_t pid = 0;
   int32_t pad = 0;
   BufferDesc in, out;
+  BufferDesc stage;        // the rank's staging area (fd -1: none)
+  uint64_t stagePart = 0;  // bytes of one of its four parts
 };
 constexpr uint64_t kMagic = 0x52414853'4c434e53ull;  // "SNCLSHAR"
+constexpr int kMaxRanks = 32;  // the buffers of one call stay mapped together (SharedMaps)
 // The second cell call's descriptor; kFailed: this rank could not map a peer's buffer.
 constexpr uint64_t kDone = 0x454e4f44'00000000ull;
 constexpr uint64_t kFailed = 1;
@@ -57,26 +63,6 @@ BufferDesc describeBuffer(const void* p, size_t bytes, bool needed) {
   return d;
 }
 
-// Whether a call's buffers, all ranks' together, overflow the last-level cache: then its
-// outputs are written with non-temporal stores (nobody finds them in the cache anyway, and
-// the stores skip reading the lines first).
-bool pastTheCache(size_t bytes) {
-  static const size_t half = [] {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return l3 > 0 ? static_cast<size_t>(l3) / 2 : size_t{16} << 20;
-  }();
-  return bytes >= half;
-}
-
-// [lo, hi): rank's part of total elements, cut at 64-byte boundaries.
-void sliceOf(size_t total, size_t elemSize, int rank, int nranks, size_t* lo, size_t* hi) {
-  const size_t unit = std::max<size_t>(1, 64 / elemSize);
-  size_t per = (total + size_t(nranks) - 1) / size_t(nranks);
-  per = (per + unit - 1) / unit * unit;
-  *lo = std::min(total, per * size_t(rank));
-  *hi = std::min(total, *lo + per);
-}
-
 // The call's work on this rank once every buffer is an address here. Per block of the
 // scratch's size, all inputs are read before the block's result is written, so in-place
 // buffers (an output that is its rank's input) are safe: a slice is read and written by
@@ -86,7 +72,8 @@ class Work {
   Work(const SharedCall& c, int rank, int nranks, char* const* in, char* const* out, SharedMoved* moved)
       : c_(c), rank_(rank), n_(nranks), in_(in), out_(out), moved_(moved), es_(c.elemSize),
         block_(std::max<size_t>(1, c.scratchBytes / c.elemSize)),
-        stream_(pastTheCache((inputBytes(c, nranks) + outputBytes(c, nranks)) * size_t(nranks))) {}
+        // Outputs nobody finds in the cache anyway are streamed past it.
+        stream_(pastTheCache((inputBytes(c, nranks) + outputBytes(c, nranks)) * size_t(nranks), c.cacheBytes)) {}
 
   void run() {
     switch (c_.coll) {
@@ -99,13 +86,9 @@ class Work {
   }
 
  private:
-  // dst = in_0[at..] op in_1[at..] op ... op in_{n-1}[at..], in rank order as the cells;
-  // partial results in the scratch (which stays in the first-level cache).
+  // dst = in_0[at..] op in_1[at..] op ... op in_{n-1}[at..].
   void reduceBlock(size_t base, size_t at, size_t m, char* dst) {
-    const size_t off = (base + at) * es_;
-    char* acc = n_ == 2 ? dst : c_.scratch;
-    c_.reduce(acc, in_[0] + off, in_[1] + off, m);
-    for (int k = 2; k < n_; ++k) c_.reduce(k == n_ - 1 ? dst : acc, acc, in_[k] + off, m);
+    reduceInRankOrder(c_.reduce, c_.scratch, dst, in_, (base + at) * es_, n_, m);
     moved_->reduced += uint64_t(n_ - 1) * m * es_;
   }
   // Reduces this rank's slice block by block into dst; toPeers: then copies each block from
@@ -149,6 +132,18 @@ class Work {
   bool stream_;
 };
 
+// Maps every rank's staging area and runs the call through them (staged_colls.h).
+Result stageAll(LocalCells& cells, CellsWaiter& waiter, int rank, int nranks, const SharedCall& c, const CallDesc* all,
+                size_t partBytes, bool* declined, SharedMoved* moved) {
+  char* base[kMaxRanks] = {};
+  bool mapFailed = false;
+  for (int k = 0; k < nranks; ++k) {
+    if (k == rank) base[k] = c.stage;
+    else if (!mapFailed) mapFailed = cells.mapShared(all[k].stage.ref, 4 * partBytes, &base[k]) != snclSuccess;
+  }
+  return runStaged(cells, waiter, rank, nranks, c, StagedAreas{base, partBytes}, mapFailed, declined, moved);
+}
+
 }  // namespace
 
 size_t sharedDescBytes() {
@@ -156,10 +151,10 @@ size_t sharedDescBytes() {
 }
 
 Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, const CellsWait& wait,
-                 bool* interrupted, bool* declined, SharedMoved* moved) {
+                 bool* interrupted, bool* declined, bool* staged, SharedMoved* moved) {
   *interrupted = false;
   *declined = false;
-  constexpr int kMaxRanks = 32;  // the buffers of one call stay mapped together (SharedMaps)
+  *staged = false;
   if (nranks < 2 || nranks > kMaxRanks || cells.cellBytes() < sizeof(CallDesc) || c.scratchBytes < 64 ||
       c.scratchBytes < c.elemSize || !c.elemSize)
     return fail(snclInternalError, "shared buffers: cannot run {} ranks with cells of {} bytes", nranks,
@@ -176,13 +171,16 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
   mine.pid = static_cast<int32_t>(getpid());
   mine.in = describeBuffer(c.input, inputBytes(c, nranks), needsInput(c, rank));
   mine.out = describeBuffer(c.output, outputBytes(c, nranks), needsOutput(c, rank));
+  mine.stage = describeBuffer(c.stage, 4 * c.stagePartBytes, c.stage != nullptr);
+  mine.stagePart = c.stage ? c.stagePartBytes : 0;
   const uint64_t desc = describe(c);
   std::memcpy(cells.cell(rank, call), &mine, sizeof(mine));
   cells.publish(call, desc);
 
   // Every rank reads every descriptor, so every rank decides alike.
   CallDesc all[kMaxRanks];
-  bool onePid = true, shared = true;
+  bool onePid = true, shared = true, stageable = true;
+  size_t stagePart = SIZE_MAX;
   for (int k = 0; k < nranks; ++k) {
     if (k != rank) SNCL_CHECK(waiter.waitFor(k, call));
     std::memcpy(&all[k], cells.cell(k, call), sizeof(CallDesc));
@@ -195,6 +193,12 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
     onePid &= all[k].pid == all[0].pid;
     if (needsInput(c, k)) shared &= all[k].in.ref.fd >= 0;
     if (needsOutput(c, k)) shared &= all[k].out.ref.fd >= 0;
+    stageable &= all[k].stage.ref.fd >= 0;
+    stagePart = std::min<size_t>(stagePart, all[k].stagePart);
+  }
+  if (!shared && !onePid && stageable && stagePart >= c.elemSize * size_t(nranks)) {
+    *staged = true;
+    return stageAll(cells, waiter, rank, nranks, c, all, stagePart, declined, moved);
   }
   if (!shared && !onePid) {
     *declined = true;

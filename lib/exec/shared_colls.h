@@ -37,6 +37,11 @@ struct SharedCall {
   uint32_t typeOp = 0;     // dtype and op, compared with the peers'
   char* scratch = nullptr;  // a block of reduced results before they are written out
   size_t scratchBytes = 0;  // at least 64
+  uint64_t cacheBytes = 0;  // of the last-level cache: outputs past half of it are streamed
+  // This rank's staging area (a shared allocation of four parts, staged_colls.h), for calls
+  // whose buffers peers cannot map; nullptr: none, such calls are declined.
+  char* stage = nullptr;
+  size_t stagePartBytes = 0;
 };
 
 // Bytes this rank copied and reduced (the results' bytes), as the executor counts them.
@@ -48,10 +53,11 @@ struct SharedMoved {
 // The descriptor's bytes in a cell: the path needs cells at least this large.
 size_t sharedDescBytes();
 
-// Runs call for rank of nranks on shared buffers, or declines it (*declined: the ranks'
-// buffers do not allow it; every rank declines alike). Errors as runCells, plus a buffer
+// Runs call for rank of nranks on shared buffers, or through the ranks' staging areas when
+// some buffer is not shared and every rank has one (*staged), or declines it (*declined:
+// the ranks' buffers do not allow it; every rank declines alike). Errors as runCells, plus a buffer
 // that could not be mapped (SystemError here, RemoteError naming the rank elsewhere).
 Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& call, const CellsWait& wait,
-                 bool* interrupted, bool* declined, SharedMoved* moved);
+                 bool* interrupted, bool* declined, bool* staged, SharedMoved* moved);
 
 }  // namespace sncl

@@ -116,6 +116,12 @@ Result discoverMachine(MachineInfo* out) {
   return snclSuccess;
 }
 
+uint64_t lastLevelCacheBytes() {
+  MachineInfo m;
+  if (discoverMachine(&m) != snclSuccess || m.caches.empty()) return 0;
+  return m.caches.back().bytes;
+}
+
 Result discoverLocal(int rank, int localRank, uint64_t hostId, const char* hostname, LocalView* out) {
   Hwloc& h = hwloc();
   if (h.status != snclSuccess) return h.status;

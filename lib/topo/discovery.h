@@ -37,6 +37,11 @@ struct MachineInfo {
 // The machine as hwloc sees it. hwloc runs once per process; later calls reuse it.
 Result discoverMachine(MachineInfo* out);
 
+// Bytes of one last-level cache (the largest level hwloc reports); 0 when hwloc cannot
+// tell. Read from the OS's cache description, which a virtual machine's CPUID may
+// overstate (glibc's sysconf reported 256 MiB for a 32 MiB L3 here).
+uint64_t lastLevelCacheBytes();
+
 // One rank's condensed view, as sent to the other ranks.
 struct LocalView {
   uint64_t hostId = 0;  // PeerInfo.hostId: SNCL_HOSTID splits a machine into virtual hosts

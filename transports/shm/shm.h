@@ -40,6 +40,9 @@ struct ShmOptions {
   // Messages of at least this many bytes from a shared allocation (or between threads of
   // one process) are copied once, by the receiver, out of the sender's buffer.
   size_t sharedMinBytes = 64u << 10;
+  // Of the host's last-level cache (hwloc): single-copy messages whose two ends reach half
+  // of it are copied with non-temporal stores; 0: unknown (lib/base/copy.h).
+  uint64_t cacheBytes = 0;
 
   // SNCL_SHM_CELL_BYTES, SNCL_SHM_DIRECT (0: no shared buffers), SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
   // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).

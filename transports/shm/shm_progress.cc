@@ -17,10 +17,6 @@ constexpr auto kStallCheckInterval = std::chrono::milliseconds(20);
 // check its peers) a few times a second.
 constexpr int64_t kMaxSleepMicros = 500000;
 
-inline void cpuRelax() {
-  __builtin_ia32_pause();
-}
-
 std::string describeMismatch(const PairStatus& d) {
   if (d.sentBytes != d.expectedBytes)
     return fmt::format(

@@ -12,6 +12,7 @@
 #include "lib/base/env.h"
 #include "lib/base/log.h"
 #include "lib/net/bootstrap.h"
+#include "lib/topo/discovery.h"
 
 namespace sncl {
 
@@ -32,6 +33,7 @@ ShmOptions ShmOptions::fromEnv() {
   o.sharedMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_DIRECT_P2P_MIN_BYTES", o.sharedMinBytes));
   o.singleCopyPieceBytes =
       std::max<uint64_t>(shm::kPage, env::bytes("SNCL_SHM_CMA_PIECE_BYTES", o.singleCopyPieceBytes));
+  o.cacheBytes = topo::lastLevelCacheBytes();
   return o;
 }
 
@@ -55,9 +57,6 @@ constexpr size_t kMaxFifoBytes = 4u << 20;
 constexpr size_t kMinFifoBytes = 256u << 10;
 constexpr size_t kSlotsPerFifo = 8;
 constexpr size_t kMinSlots = 2;
-// Not oversubscribed, a peer on another core usually answers within a few microseconds;
-// spinning that long is cheaper than a futex sleep and wake-up.
-constexpr int64_t kSpinMicros = 20;
 
 // What each rank publishes at setup.
 struct SegmentRecord {
@@ -287,7 +286,7 @@ void ShmTransport::chooseWaitPolicy(const TransportContext& ctx) {
   const int cpus = cpusAvailable();
   // More ranks than cores: a spinning rank only delays the peer it waits for.
   oversubscribed_ = localRanks > cpus;
-  spinMicros_ = oversubscribed_ ? 0 : kSpinMicros;
+  spinMicros_ = oversubscribed_ ? 0 : kSpinBeforeSleepMicros;
 }
 
 void ShmTransport::setupCells(size_t agreedBytes) {
