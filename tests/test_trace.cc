@@ -183,6 +183,9 @@ TEST_CASE("each rank writes a Chrome trace of its calls, and sncl-trace merges t
   const auto calls = planCalls(kCalls, kRanks, 12345);
   {
     EnvVar trace("SNCL_TRACE", dir + "/trace.%r.json");  // read at comm init by the ranks
+    // Heap buffers would take the staged path, which records no steps: the planner's
+    // schedules, whose steps this test follows.
+    EnvVar noStaging("SNCL_SHM_STAGE_BYTES", "0");
     auto exits = test::runRanks(kRanks, [&](int rank, int n, const snclUniqueId& id) {
       snclComm_t comm = nullptr;
       if (snclCommInitRank(&comm, n, id, rank) != snclSuccess) return 1;

@@ -21,7 +21,11 @@ bool pastTheCache(size_t bytes, uint64_t cacheBytes);
 // SSE2); ranges must not overlap. For callers that know the whole transfer is past the
 // cache although they copy it in smaller blocks.
 void copyNonTemporal(void* dst, const void* src, size_t bytes);
-// memcpy, named for choosing between the two.
+// memcpy(dst, src, bytes) through the caches, for the data paths' copies. From 2 KiB a
+// vector loop with aligned stores instead of glibc's memcpy, whose "rep movsb" runs at
+// 1/14 of its speed on this AMD CPU when the destination sits a few bytes past the
+// source's alignment (a page-aligned slot or staging area copied into a malloc'ed buffer,
+// 16 bytes past 64: 256 KiB in 90 us instead of 6.5 us; measured).
 void copyCached(void* dst, const void* src, size_t bytes);
 
 }  // namespace sncl

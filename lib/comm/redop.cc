@@ -50,20 +50,28 @@ uint32_t newUserOpTag() {
   return 1 + next.fetch_add(1) % kTags;
 }
 
+// The scalar may sit at any byte address: read through memcpy, never a typed access.
+template <class T>
+T scalarAt(const void* p) {
+  T v;
+  memcpy(&v, p, sizeof(T));
+  return v;
+}
+
 double scalarValue(snclDataType_t type, const void* p) {
   switch (type) {
-    case snclInt8: return *static_cast<const int8_t*>(p);
-    case snclUint8: return *static_cast<const uint8_t*>(p);
-    case snclInt32: return *static_cast<const int32_t*>(p);
-    case snclUint32: return *static_cast<const uint32_t*>(p);
-    case snclInt64: return static_cast<double>(*static_cast<const int64_t*>(p));
-    case snclUint64: return static_cast<double>(*static_cast<const uint64_t*>(p));
-    case snclFloat16: return widen(*static_cast<const uint16_t*>(p), 5, 10, 15, false);
-    case snclFloat32: return *static_cast<const float*>(p);
-    case snclFloat64: return *static_cast<const double*>(p);
-    case snclBfloat16: return widen(*static_cast<const uint16_t*>(p), 8, 7, 127, false);
-    case snclFloat8e4m3: return widen(*static_cast<const uint8_t*>(p), 4, 3, 7, true);
-    case snclFloat8e5m2: return widen(*static_cast<const uint8_t*>(p), 5, 2, 15, false);
+    case snclInt8: return scalarAt<int8_t>(p);
+    case snclUint8: return scalarAt<uint8_t>(p);
+    case snclInt32: return scalarAt<int32_t>(p);
+    case snclUint32: return scalarAt<uint32_t>(p);
+    case snclInt64: return static_cast<double>(scalarAt<int64_t>(p));
+    case snclUint64: return static_cast<double>(scalarAt<uint64_t>(p));
+    case snclFloat16: return widen(scalarAt<uint16_t>(p), 5, 10, 15, false);
+    case snclFloat32: return scalarAt<float>(p);
+    case snclFloat64: return scalarAt<double>(p);
+    case snclBfloat16: return widen(scalarAt<uint16_t>(p), 8, 7, 127, false);
+    case snclFloat8e4m3: return widen(scalarAt<uint8_t>(p), 4, 3, 7, true);
+    case snclFloat8e5m2: return widen(scalarAt<uint8_t>(p), 5, 2, 15, false);
     default: return NAN;
   }
 }

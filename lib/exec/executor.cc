@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lib/base/clock.h"
+#include "lib/base/copy.h"
 #include "lib/base/log.h"
 
 namespace sncl {
@@ -37,7 +38,7 @@ Executor::Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t ti
 
 void Executor::deliverCopy(void* ctx, size_t offset, const void* data, size_t bytes) {
   auto* t = static_cast<SinkTarget*>(ctx);
-  memcpy(t->dst + offset, data, bytes);
+  copyCached(t->dst + offset, data, bytes);
   count(t->exec->bytesCopied_, bytes);
 }
 
@@ -57,7 +58,7 @@ Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, 
       args.reduce(dst, dst, src, op.count);
       count(bytesReduced_, bytes);
     } else if (dst != src) {
-      memcpy(dst, src, bytes);
+      copyCached(dst, src, bytes);
       count(bytesCopied_, bytes);
     }
     if (args.opDone) args.opDone[index] = 1;

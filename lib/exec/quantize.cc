@@ -23,6 +23,19 @@ float floatOf(uint32_t b) {
   return f;
 }
 
+// Element i of a caller's buffer, which may sit at any byte address (a float at an odd
+// one): through memcpy, one plain move, where a typed access would be undefined.
+template <class T>
+T loadAt(const void* base, size_t i) {
+  T v;
+  memcpy(&v, static_cast<const char*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <class T>
+void storeAt(void* base, size_t i, T v) {
+  memcpy(static_cast<char*>(base) + i * sizeof(T), &v, sizeof(T));
+}
+
 float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
 uint16_t floatToBf16(float f) {
   const uint32_t b = bitsOf(f);
@@ -89,33 +102,29 @@ uint8_t e4m3Encode(float v) {
 
 void quantWiden(snclDataType_t type, const void* src, const void* add, size_t n, float* out) {
   if (type == snclBfloat16) {
-    const auto* s = static_cast<const uint16_t*>(src);
-    const auto* r = static_cast<const uint16_t*>(add);
-    if (r)
-      for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(s[i]) + bf16ToFloat(r[i]);
+    if (add)
+      for (size_t i = 0; i < n; ++i)
+        out[i] = bf16ToFloat(loadAt<uint16_t>(src, i)) + bf16ToFloat(loadAt<uint16_t>(add, i));
     else
-      for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(s[i]);
+      for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(loadAt<uint16_t>(src, i));
     return;
   }
-  const auto* s = static_cast<const float*>(src);
-  const auto* r = static_cast<const float*>(add);
-  if (r)
-    for (size_t i = 0; i < n; ++i) out[i] = s[i] + r[i];
+  if (add)
+    for (size_t i = 0; i < n; ++i) out[i] = loadAt<float>(src, i) + loadAt<float>(add, i);
   else
-    memcpy(out, s, n * sizeof(float));
+    memcpy(out, src, n * sizeof(float));
 }
 
 void quantNarrow(snclDataType_t type, const float* src, size_t n, void* dst, bool accumulate) {
   if (type == snclBfloat16) {
-    auto* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < n; ++i) d[i] = floatToBf16(accumulate ? bf16ToFloat(d[i]) + src[i] : src[i]);
+    for (size_t i = 0; i < n; ++i)
+      storeAt(dst, i, floatToBf16(accumulate ? bf16ToFloat(loadAt<uint16_t>(dst, i)) + src[i] : src[i]));
     return;
   }
-  auto* d = static_cast<float*>(dst);
   if (accumulate)
-    for (size_t i = 0; i < n; ++i) d[i] += src[i];
+    for (size_t i = 0; i < n; ++i) storeAt(dst, i, loadAt<float>(dst, i) + src[i]);
   else
-    memcpy(d, src, n * sizeof(float));
+    memcpy(dst, src, n * sizeof(float));
 }
 
 void quantEncode(QuantKind kind, const float* x, size_t valid, size_t sliceElems, size_t blockElems, void* slice,
@@ -199,21 +208,33 @@ void quantDecodeTo(QuantKind kind, snclDataType_t type, const void* slice, size_
   const auto* scales = static_cast<const float*>(slice);
   const auto* codes = static_cast<const uint8_t*>(slice) + nblocks * sizeof(float);
   const auto& table = e4m3Table();
-  float tmp[256];  // bfloat16: a block is decoded in pieces through here
+  // dst may sit at any byte address: float32 values are stored through storeAt, and
+  // bfloat16 ones decoded in pieces through tmp, then narrowed by quantNarrow.
+  float tmp[256];
+  const size_t elem = type == snclBfloat16 ? sizeof(uint16_t) : sizeof(float);
   for (size_t b = 0; b < nblocks; ++b) {
     const Block blk = blockAt(b, blockElems, valid);
     const float scale = scales[b] * factor;
     const uint8_t* cb = codes + blk.begin;
+    if (type != snclBfloat16) {
+      void* out = static_cast<char*>(dst) + blk.begin * elem;
+      if (kind == QuantKind::Int8) {
+        const auto* ib = reinterpret_cast<const int8_t*>(cb);
+        for (size_t i = 0; i < blk.valid; ++i) storeAt(out, i, float(ib[i]) * scale);
+      } else {
+        for (size_t i = 0; i < blk.valid; ++i) storeAt(out, i, table[cb[i]] * scale);
+      }
+      continue;
+    }
     for (size_t done = 0; done < blk.valid;) {
-      const size_t n = type == snclBfloat16 ? (blk.valid - done < 256 ? blk.valid - done : 256) : blk.valid - done;
-      float* out = type == snclBfloat16 ? tmp : static_cast<float*>(dst) + blk.begin + done;
+      const size_t n = blk.valid - done < 256 ? blk.valid - done : 256;
       if (kind == QuantKind::Int8) {
         const auto* ib = reinterpret_cast<const int8_t*>(cb + done);
-        for (size_t i = 0; i < n; ++i) out[i] = float(ib[i]) * scale;
+        for (size_t i = 0; i < n; ++i) tmp[i] = float(ib[i]) * scale;
       } else {
-        for (size_t i = 0; i < n; ++i) out[i] = table[cb[done + i]] * scale;
+        for (size_t i = 0; i < n; ++i) tmp[i] = table[cb[done + i]] * scale;
       }
-      if (type == snclBfloat16) quantNarrow(type, tmp, n, static_cast<uint16_t*>(dst) + blk.begin + done, false);
+      quantNarrow(type, tmp, n, static_cast<char*>(dst) + (blk.begin + done) * elem, false);
       done += n;
     }
   }

@@ -10,6 +10,9 @@
 //                          float), two registers (bfloat16), or a scalar (portable)
 //   R load(const T*)       N elements from memory, widened as needed
 //   void store(T*, R)      rounded back and written
+//                          Both at any byte address (users may pass a float buffer at an
+//                          odd one): memcpy or unaligned vector loads and stores (loadu,
+//                          storeu), never a typed access, which would be undefined there.
 //   R combine<Op>(R, R)    the reduction op (integers: bitwise and logical ops too, through
 //                          bitwiseCombine)
 //   Factor scaleFactor(double), R scale(R, Factor)   floating types only
@@ -213,18 +216,33 @@ inline int64_t saturatingInt64(double f) {
   return f < -0x1p63 ? INT64_MIN : int64_t(f);
 }
 
+// dst[i] = fn(src[i]) for n elements of T, each read and written through memcpy: user
+// buffers may sit at any byte address (a float at an odd one), where a typed access is
+// undefined. The compiler makes each memcpy one plain move and still vectorizes the loop.
+template <class T, class Fn>
+void mapElements(void* dst, const void* src, size_t n, Fn fn) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  for (size_t i = 0; i < n; ++i) {
+    T x;
+    memcpy(&x, s + i * sizeof(T), sizeof(T));
+    const T y = fn(x);
+    memcpy(d + i * sizeof(T), &y, sizeof(T));
+  }
+}
+
 // Integers, in plain loops the compiler vectorizes where it can (x86 has no vector integer
 // division; 64-bit quotients stay scalar). U arithmetic wraps instead of overflowing.
 template <class T>
-void scaleIntegers(T* dst, const T* src, size_t n, double factor, int64_t divisor) {
+void scaleIntegers(void* dst, const void* src, size_t n, double factor, int64_t divisor) {
   using U = std::make_unsigned_t<T>;
   using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;
   if (divisor == 0) {
     Wide m = Wide(U(saturatingInt64(factor)));
-    for (size_t i = 0; i < n; ++i) dst[i] = T(U(Wide(U(src[i])) * m));
+    mapElements<T>(dst, src, n, [m](T x) { return T(U(Wide(U(x)) * m)); });
   } else if (std::is_signed_v<T> && divisor == -1) {
     // Negate: the same as dividing, except that INT_MIN / -1 overflows.
-    for (size_t i = 0; i < n; ++i) dst[i] = T(U(0) - U(src[i]));
+    mapElements<T>(dst, src, n, [](T x) { return T(U(0) - U(x)); });
   } else if constexpr (sizeof(T) <= 4) {
     // Through double, which the compiler vectorizes. Exact: |x| < 2^32, so the quotient's
     // rounding error is below 2^-21 / |divisor|, less than its distance to the next integer
@@ -232,24 +250,22 @@ void scaleIntegers(T* dst, const T* src, size_t n, double factor, int64_t diviso
     // An int32 quotient (all but uint32's fit) converts in AVX2 too.
     using Q = std::conditional_t<std::is_same_v<T, uint32_t>, int64_t, int32_t>;
     double d = std::is_signed_v<T> ? double(divisor) : double(uint64_t(divisor));
-    for (size_t i = 0; i < n; ++i) dst[i] = T(Q(double(src[i]) / d));
+    mapElements<T>(dst, src, n, [d](T x) { return T(Q(double(x) / d)); });
   } else if constexpr (std::is_signed_v<T>) {
-    for (size_t i = 0; i < n; ++i) dst[i] = T(src[i] / divisor);
+    mapElements<T>(dst, src, n, [divisor](T x) { return T(x / divisor); });
   } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = T(uint64_t(src[i]) / uint64_t(divisor));
+    mapElements<T>(dst, src, n, [divisor](T x) { return T(uint64_t(x) / uint64_t(divisor)); });
   }
 }
 
 template <class L, snclDataType_t D>
 void scaleFn(void* dst, const void* src, size_t n, double factor, int64_t divisor) {
   using T = typename L::T;
-  T* d = static_cast<T*>(dst);
-  const T* s = static_cast<const T*>(src);
   if constexpr (kIsInteger<D>) {
-    scaleIntegers(d, s, n, factor, divisor);
+    scaleIntegers<T>(dst, src, n, factor, divisor);
   } else {
     auto f = L::scaleFactor(factor);
-    mapLoop<L>(d, n, [f](typename L::R x) { return L::scale(x, f); }, s);
+    mapLoop<L>(static_cast<T*>(dst), n, [f](typename L::R x) { return L::scale(x, f); }, static_cast<const T*>(src));
   }
 }
 

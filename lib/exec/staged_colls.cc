@@ -131,7 +131,7 @@ class StagedWork {
   void copy(char* dst, const char* src, size_t bytes, bool stream) {
     if (bytes == 0) return;
     if (stream) copyNonTemporal(dst, src, bytes);
-    else std::memcpy(dst, src, bytes);
+    else copyCached(dst, src, bytes);
     moved_->copied += bytes;
   }
 

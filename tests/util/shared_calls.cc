@@ -342,7 +342,9 @@ int callLoop(snclComm_t comm, int rank, int nranks, uint64_t seed, const LoopOpt
       placed.push_back(place(c, uint64_t(i + k), arenas[slot], rank, nranks, seed, local));
       if (opt.expectShared && sharedSized(c, opt.sharedMin)) {
         const bool inPlace = opt.threads || (opt.sharedMem && !notInPlace(c, opt.heapRank));
-        ++(inPlace ? wantShared : opt.staged ? wantStaged : wantDeclined);
+        // Two ranks stage calls of up to 64 KiB per rank (shared_colls.cc); larger ones run the schedule.
+        const bool staged = opt.staged && (nranks > 2 || c.count * dtypeSize(c.type) <= (64u << 10));
+        ++(inPlace ? wantShared : staged ? wantStaged : wantDeclined);
       }
       if (opt.expectShared && onCells(c)) ++wantCells;
     }

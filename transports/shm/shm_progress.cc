@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lib/base/copy.h"
 #include "transports/shm/shm_transport.h"
 
 namespace sncl::shm {
@@ -165,7 +166,7 @@ bool ShmTransport::progressSends(Peer& p) {
       slot.bytes = bytes;
       slot.cmaAddr = 0;
       slot.sharedFd = -1;
-      if (bytes != 0) std::memcpy(p.out.nextPayload(), r->sendData + r->doneBytes, bytes);
+      if (bytes != 0) copyCached(p.out.nextPayload(), r->sendData + r->doneBytes, bytes);
       p.out.publish();
       count(counters_.copied, bytes);
       count(counters_.sent, bytes);
