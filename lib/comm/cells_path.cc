@@ -127,7 +127,7 @@ void cellsInit(snclComm* comm) {
               comm->name, cells->cellBytes(), found->name());
   // Every rank reads the same agreed values (the transport's agreement, the cell size,
   // nranks) and the same variable, which must match across ranks as SNCL_ALGO must.
-  if (cells->sharedBuffers() && cells->cellBytes() >= sharedDescBytes() && comm->nranks <= 32) {
+  if (cells->sharedBuffers() && cells->cellBytes() >= sharedDescBytes() && comm->nranks <= kSharedMaxRanks) {
     c.shared = true;
     c.sharedMinBytes = std::max<size_t>(cells->cellBytes() + 1, env::bytes("SNCL_SHM_DIRECT_MIN_BYTES", 0));
     c.scratch.assign(kScratchBytes, 0);

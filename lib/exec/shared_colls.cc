@@ -31,7 +31,6 @@ struct CallDesc {
   uint64_t stagePart = 0;  // bytes of one of its four parts
 };
 constexpr uint64_t kMagic = 0x52414853'4c434e53ull;  // "SNCLSHAR"
-constexpr int kMaxRanks = 32;  // the buffers of one call stay mapped together (SharedMaps)
 // Two ranks: the planner's schedule moves 2S per rank against the staged path's 2.5S, and
 // measured faster from 128 KiB per rank (2 MiB All-Reduce: 180 against 250 us). From three
 // ranks the staged path led at every size measured, 8 KiB to 8 MiB (8 ranks, 2 MiB: 1.7
@@ -140,7 +139,7 @@ class Work {
 // Maps every rank's staging area and runs the call through them (staged_colls.h).
 Result stageAll(LocalCells& cells, CellsWaiter& waiter, int rank, int nranks, const SharedCall& c, const CallDesc* all,
                 size_t partBytes, bool* declined, SharedMoved* moved) {
-  char* base[kMaxRanks] = {};
+  char* base[kSharedMaxRanks] = {};
   bool mapFailed = false;
   for (int k = 0; k < nranks; ++k) {
     if (k == rank) base[k] = c.stage;
@@ -160,7 +159,7 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
   *interrupted = false;
   *declined = false;
   *staged = false;
-  if (nranks < 2 || nranks > kMaxRanks || cells.cellBytes() < sizeof(CallDesc) || c.scratchBytes < 64 ||
+  if (nranks < 2 || nranks > kSharedMaxRanks || cells.cellBytes() < sizeof(CallDesc) || c.scratchBytes < 64 ||
       c.scratchBytes < c.elemSize || !c.elemSize)
     return fail(snclInternalError, "shared buffers: cannot run {} ranks with cells of {} bytes", nranks,
                 cells.cellBytes());
@@ -183,7 +182,7 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
   cells.publish(call, desc);
 
   // Every rank reads every descriptor, so every rank decides alike.
-  CallDesc all[kMaxRanks];
+  CallDesc all[kSharedMaxRanks];
   bool onePid = true, shared = true, stageable = true;
   size_t stagePart = SIZE_MAX;
   for (int k = 0; k < nranks; ++k) {
@@ -212,8 +211,8 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
   }
 
   // This rank's view of every buffer it touches.
-  char* in[kMaxRanks] = {};
-  char* out[kMaxRanks] = {};
+  char* in[kSharedMaxRanks] = {};
+  char* out[kSharedMaxRanks] = {};
   Result mapped = snclSuccess;
   auto resolve = [&](const BufferDesc& d, int k, bool own, const void* ownPtr, size_t bytes, char** to) {
     if (own) {

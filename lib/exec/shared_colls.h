@@ -50,6 +50,10 @@ struct SharedMoved {
   uint64_t reduced = 0;
 };
 
+// The most ranks a call on shared buffers (or staged) takes: their buffers stay mapped
+// together (SharedMaps).
+constexpr int kSharedMaxRanks = 32;
+
 // The descriptor's bytes in a cell: the path needs cells at least this large.
 size_t sharedDescBytes();
 

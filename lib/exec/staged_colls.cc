@@ -13,7 +13,6 @@ namespace {
 // this rank could not map a peer's staging area.
 constexpr uint64_t kBarrier = 0x47415453'00000000ull;
 constexpr uint64_t kMapFailed = 1;
-constexpr int kMaxRanks = 32;
 
 class StagedWork {
  public:
@@ -22,7 +21,8 @@ class StagedWork {
       : cells_(cells), waiter_(waiter), rank_(rank), n_(nranks), c_(c), a_(a), moved_(moved), es_(c.elemSize),
         block_(std::max<size_t>(1, c.scratchBytes / c.elemSize)), chunk_(stagedChunk(c, nranks, a.partBytes)),
         in_(static_cast<const char*>(c.input)), out_(static_cast<char*>(c.output)) {
-    const size_t perRank = c.count * es_ * (c.coll == CellsColl::ReduceScatter || c.coll == CellsColl::AllGather ? 1 + size_t(nranks) : 2);
+    const bool blocks = c.coll == CellsColl::ReduceScatter || c.coll == CellsColl::AllGather;
+    const size_t perRank = c.count * es_ * (blocks ? 1 + size_t(nranks) : 2);
     // Outputs nobody finds in the cache anyway are streamed past it.
     stream_ = pastTheCache(perRank * size_t(nranks), c.cacheBytes);
   }
@@ -80,7 +80,7 @@ class StagedWork {
     copy(part(rank_, 0, i), in_ + at * es_, m * es_, false);
     SNCL_CHECK(barrier(2 * i));
     if (anyFailed_) return snclSuccess;
-    char* in[kMaxRanks];
+    char* in[kSharedMaxRanks];
     inputsOf(i, in);
     size_t lo, hi;
     sliceOf(m, es_, rank_, n_, &lo, &hi);
@@ -100,7 +100,7 @@ class StagedWork {
       copy(part(rank_, 0, i) + size_t(k) * m * es_, in_ + (size_t(k) * c_.count + at) * es_, m * es_, false);
     SNCL_CHECK(barrier(2 * i));
     if (anyFailed_) return snclSuccess;
-    char* in[kMaxRanks];
+    char* in[kSharedMaxRanks];
     inputsOf(i, in);
     for (size_t b = 0; b < m; b += block_)
       reduce(out_ + (at + b) * es_, in, (size_t(rank_) * m + b) * es_, std::min(block_, m - b));
@@ -159,7 +159,7 @@ size_t stagedChunk(const SharedCall& c, int nranks, size_t partBytes) {
 Result runStaged(LocalCells& cells, CellsWaiter& waiter, int rank, int nranks, const SharedCall& call,
                  const StagedAreas& areas, bool mapFailed, bool* declined, SharedMoved* moved) {
   *declined = false;
-  if (nranks < 2 || nranks > kMaxRanks || areas.partBytes < call.elemSize * size_t(nranks))
+  if (nranks < 2 || nranks > kSharedMaxRanks || areas.partBytes < call.elemSize * size_t(nranks))
     return fail(snclInternalError, "staged {}: {} ranks, staging parts of {} bytes", cellsCollName(call.coll), nranks,
                 areas.partBytes);
   return StagedWork(cells, waiter, rank, nranks, call, areas, moved).run(mapFailed, declined);
