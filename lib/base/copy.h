@@ -1,7 +1,8 @@
-// Copies of large blocks that bypass the caches (non-temporal stores): a rank that copies a
-// peer's data into a buffer nobody reads soon moves 2 bytes of memory traffic per byte
-// instead of 3 (no read-for-ownership of the destination), and leaves the caches to data
-// that is used again.
+// The data paths' copies of large blocks. Past the cache they bypass it (non-temporal
+// stores): a rank that copies a peer's data into a buffer nobody reads soon moves 2 bytes
+// of memory traffic per byte instead of 3 (no read-for-ownership of the destination), and
+// leaves the caches to data that is used again. Within it they go through it, in a loop of
+// our own rather than glibc's memcpy (copyCached).
 #pragma once
 
 #include <cstddef>
@@ -23,7 +24,7 @@ bool pastTheCache(size_t bytes, uint64_t cacheBytes);
 void copyNonTemporal(void* dst, const void* src, size_t bytes);
 // memcpy(dst, src, bytes) through the caches, for the data paths' copies. From 2 KiB a
 // vector loop with aligned stores instead of glibc's memcpy, whose "rep movsb" runs at
-// 1/14 of its speed on this AMD CPU when the destination sits a few bytes past the
+// 1/14 of its speed on the test machine's AMD EPYC when the destination sits a few bytes past the
 // source's alignment (a page-aligned slot or staging area copied into a malloc'ed buffer,
 // 16 bytes past 64: 256 KiB in 90 us instead of 6.5 us; measured).
 void copyCached(void* dst, const void* src, size_t bytes);

@@ -39,7 +39,7 @@ Result discoverMachine(MachineInfo* out);
 
 // Bytes of one last-level cache (the largest level hwloc reports); 0 when hwloc cannot
 // tell. Read from the OS's cache description, which a virtual machine's CPUID may
-// overstate (glibc's sysconf reported 256 MiB for a 32 MiB L3 here).
+// overstate (glibc's sysconf reported 256 MiB for the test machine's 32 MiB L3).
 uint64_t lastLevelCacheBytes();
 
 // One rank's condensed view, as sent to the other ranks.
