@@ -162,18 +162,7 @@ void fillInput(uint64_t seed, uint64_t i, int r, int nranks, const Call& c, size
     test::fillInput(c.type, c.op, r, nranks, dst, n, first);
     return;
   }
-  const size_t es = dtypeSize(c.type);
-  const uint64_t key = test::mix64(seed ^ (i * 0x9e3779b97f4a7c15ull) ^ (uint64_t(r + 1) << 40));
-  const double range = es <= 2 ? 2.0 : 100.0;  // an 8-rank product stays finite
-  for (size_t e = 0; e < n; ++e) {
-    const uint64_t h = test::mix64(key + first + e);
-    if (dtypeInteger(c.type)) {
-      memcpy(dst + e * es, &h, es);
-    } else {
-      const double unit = double(h >> 11) * 0x1p-53;  // [0, 1)
-      test::storeElement(c.type, dst, e, (unit * 2 - 1) * range);
-    }
-  }
+  test::fillSeeded(c.type, seed, i, r, dst, n, first);
 }
 
 const char* opName(snclRedOp_t op) { return op == test::kPreMulSum ? "premulsum" : redOpName(op); }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "lib/exec/reduce.h"
+
 namespace sncl::test {
 namespace {
 
@@ -194,6 +196,22 @@ size_t countWrongPattern(size_t elemSize, int rank, const void* buf, size_t coun
     wrong += memcmp(static_cast<const unsigned char*>(buf) + i * elemSize, expect, elemSize) != 0;
   }
   return wrong;
+}
+
+void fillSeeded(snclDataType_t type, uint64_t seed, uint64_t call, int rank, void* buf, size_t count, size_t first) {
+  const size_t es = dtypeSize(type);
+  const uint64_t key = mix64(seed ^ (call * 0x9e3779b97f4a7c15ull) ^ (uint64_t(rank + 1) << 40));
+  const double range = es <= 2 ? 2.0 : 100.0;
+  auto* dst = static_cast<char*>(buf);
+  for (size_t e = 0; e < count; ++e) {
+    const uint64_t h = mix64(key + first + e);
+    if (dtypeInteger(type)) {
+      memcpy(dst + e * es, &h, es);
+    } else {
+      const double unit = double(h >> 11) * 0x1p-53;  // [0, 1)
+      storeElement(type, dst, e, (unit * 2 - 1) * range);
+    }
+  }
 }
 
 }  // namespace sncl::test

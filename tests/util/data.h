@@ -37,6 +37,11 @@ size_t countWrong(snclDataType_t type, snclRedOp_t op, int nranks, const void* b
 // A 64-bit mixing function (the murmur3 finalizer): well-spread bits for test data.
 uint64_t mix64(uint64_t x);
 
+// Rank's input of call at elements [first, first + count), computed anywhere from (seed,
+// call, rank): floats finite with full mantissas (a reduction out of rank order shows in the
+// rounding) and small enough that an 8-rank product stays finite; integers arbitrary bits.
+void fillSeeded(snclDataType_t type, uint64_t seed, uint64_t call, int rank, void* buf, size_t count, size_t first = 0);
+
 // Data that collectives only move: arbitrary bytes per (rank, element), elements `first`..
 void fillPattern(size_t elemSize, int rank, void* buf, size_t count, size_t first = 0);
 size_t countWrongPattern(size_t elemSize, int rank, const void* buf, size_t count, size_t first = 0);

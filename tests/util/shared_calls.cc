@@ -76,22 +76,9 @@ size_t outputCount(const Call& c, int nranks) {
   return c.coll == Coll::AllGather ? c.count * size_t(nranks) : c.count;
 }
 
-// Rank r's input of call i at elements [first, first + n), computed anywhere from
-// (seed, i, r). Floats are finite with full mantissas (rank order shows in the rounding)
-// and small enough that an 8-rank product stays finite; integers are arbitrary bits.
+// Rank r's input of call i at elements [first, first + n) (test::fillSeeded).
 void fillInput(uint64_t seed, uint64_t i, int r, const Call& c, size_t first, size_t n, char* dst) {
-  const size_t es = dtypeSize(c.type);
-  const uint64_t key = test::mix64(seed ^ (i * 0x9e3779b97f4a7c15ull) ^ (uint64_t(r + 1) << 40));
-  const double range = c.type == snclFloat16 || c.type == snclBfloat16 ? 2.0 : 100.0;
-  for (size_t e = 0; e < n; ++e) {
-    const uint64_t h = test::mix64(key + first + e);
-    if (dtypeInteger(c.type)) {
-      memcpy(dst + e * es, &h, es);
-    } else {
-      const double unit = double(h >> 11) * 0x1p-53;  // [0, 1)
-      test::storeElement(c.type, dst, e, (unit * 2 - 1) * range);
-    }
-  }
+  test::fillSeeded(c.type, seed, i, r, dst, n, first);
 }
 
 // ((in0 op in1) op in2) ... at elements [first, first + n) of the inputs, avg scaled
