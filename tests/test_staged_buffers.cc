@@ -3,12 +3,16 @@
 // ranks, bit for bit against a rank-order reference, with staging parts drawn small (down
 // to 64 bytes, so that calls run in many chunks of both parities, counts straddling them)
 // or the default; in groups and on a stream; and the counters that show the calls were
-// staged. test_shared_buffers.cc has a peer killed mid-loop and a split comm on heap
-// buffers too.
+// staged, also where a tuning file moves the crossover past which the schedule runs instead.
+// test_shared_buffers.cc has a peer killed mid-loop and a split comm on heap buffers too.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <random>
 #include <string>
 
 #include "lib/comm/comm.h"
@@ -68,4 +72,43 @@ TEST_CASE("staged: calls in groups and on a stream", "[staged][process]") {
     }, 300000);
     CHECK(test::allSucceeded(exits));
   }
+}
+
+// The planner's crossover (Tuning::stagedMaxBytes) decides which calls stage: a tuning file
+// with random crossovers for 2 and 4 ranks, run on 2, 3 (the 2-rank entry applies) and 4
+// ranks; the counters must show exactly the calls at or below it staged and the rest on the
+// schedule, every result exact.
+TEST_CASE("staged: the tuning's crossover decides which calls stage", "[staged][process]") {
+  const uint64_t seed = testSeed() ^ 0xc705;
+  std::mt19937_64 g(seed);
+  const int64_t max2 = g() % 3 == 0 ? 0 : int64_t(g() % (192u << 10));
+  const int64_t max4 = int64_t(g() % (192u << 10));
+  char path[] = "/tmp/sncl_staged_tuning.XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "{\"version\": 1, \"staged_max_bytes\": {\"4\": " << max4 << ", \"2\": " << max2 << "}}\n";
+  }
+  for (int nranks : {2, 3, 4}) {
+    const int64_t max = nranks < 4 ? max2 : max4;
+    INFO("nranks " << nranks << ", staged up to " << max << " bytes per rank");
+    printf("staged: %d ranks, tuning file stages up to %lld bytes per rank\n", nranks, (long long)max);
+    LoopOptions opt;
+    opt.sharedMem = false;
+    opt.calls = 40;
+    opt.draw.maxRankBytes = opt.draw.maxTotalBytes = 256 << 10;
+    opt.stagedMaxBytes = max;
+    // Calls past the crossover run the schedule, which reduces in its own order: with more
+    // than two ranks only order-free reductions compare bit for bit.
+    opt.draw.orderFree = nranks > 2;
+    auto exits = test::runRanks(nranks, [&](int rank, int n, const snclUniqueId& id) {
+      setenv("SNCL_TUNING_FILE", path, 1);
+      setenv("SNCL_SHM_STAGE_BYTES", "16384", 1);
+      return processRank(rank, n, id, seed + uint64_t(nranks), opt, true);
+    }, 300000);
+    CHECK(test::allSucceeded(exits));
+  }
+  unlink(path);
 }

@@ -93,6 +93,7 @@ TEST_CASE("tuning file: measured figures and step overheads round-trip", "[tunin
   t.kind[int(topo::LinkKind::Bus)] = {0.0, 50.0};  // the emulator's own α is zero
   t.memGBs = 7.5;
   t.stepOverheadUs = {{2, 0.5}, {4, 4.0}, {8, 20.0}};
+  t.stagedMaxBytes = {{2, 12345}, {4, 0}, {8, kStagedAnySize}};
   std::array<bool, topo::kNumLinkKinds> measured{};
   measured[int(topo::LinkKind::Shm)] = measured[int(topo::LinkKind::Bus)] = true;
   const std::string path = "test_tuning_roundtrip.json";
@@ -111,6 +112,32 @@ TEST_CASE("tuning file: measured figures and step overheads round-trip", "[tunin
   // Not measured: the default stays.
   CHECK(back.kind[int(topo::LinkKind::Net)].alphaUs == defaultTuning().kind[int(topo::LinkKind::Net)].alphaUs);
   CHECK(back.stepOverheadUs == t.stepOverheadUs);
+  CHECK(back.stagedMaxBytes == t.stagedMaxBytes);
+}
+
+TEST_CASE("tuning file: the staging crossover per rank count", "[tuning][file]") {
+  // The defaults: what the test machine measured (two ranks up to 64 KiB per rank).
+  CHECK(defaultTuning().stagedMaxAt(2) == 64u << 10);
+  CHECK(defaultTuning().stagedMaxAt(3) == kStagedAnySize);
+  CHECK(defaultTuning().stagedMaxAt(32) == kStagedAnySize);
+  CHECK(Tuning{}.stagedMaxAt(4) == 0);
+  Tuning t;
+  REQUIRE(parseTuning(R"({"version": 1, "staged_max_bytes": {"8": "any", "4": 0, "2": 4096}})", "s.json", &t) ==
+          snclSuccess);
+  CHECK(t.stagedMaxAt(1) == 4096);  // below the first entry: the first
+  CHECK(t.stagedMaxAt(2) == 4096);
+  CHECK(t.stagedMaxAt(3) == 4096);  // the largest rank count at or below
+  CHECK(t.stagedMaxAt(4) == 0);
+  CHECK(t.stagedMaxAt(7) == 0);
+  CHECK(t.stagedMaxAt(8) == kStagedAnySize);
+  CHECK(t.stagedMaxAt(100) == kStagedAnySize);
+  // A file's entries replace the defaults rather than merge with them.
+  REQUIRE(parseTuning(R"({"staged_max_bytes": {"4": 1024}})", "s.json", &t) == snclSuccess);
+  CHECK(t.stagedMaxAt(2) == 1024);
+  CHECK(t.stagedMaxAt(16) == 1024);
+  // A file without the field keeps the defaults.
+  REQUIRE(parseTuning(R"({"mem_gbs": 5})", "s.json", &t) == snclSuccess);
+  CHECK(t.stagedMaxBytes == defaultTuning().stagedMaxBytes);
 }
 
 TEST_CASE("tuning file: step overhead between and beyond the measured rank counts", "[tuning][file]") {
@@ -134,6 +161,12 @@ TEST_CASE("tuning file: malformed step overheads and figures name the field", "[
       {R"({"links": {"bus": {"alpha_us": 0, "beta_gbs": 0}}})", "/links/bus/beta_gbs"},
       {R"({"links": {"shm": {"alpha_us": 1e999}}})", "syntax"},
       {R"({"steps": {}})", "/steps"},
+      {R"({"staged_max_bytes": {}})", "/staged_max_bytes"},
+      {R"({"staged_max_bytes": [65536]})", "/staged_max_bytes"},
+      {R"({"staged_max_bytes": {"two": 65536}})", "/staged_max_bytes/two"},
+      {R"({"staged_max_bytes": {"2": -1}})", "/staged_max_bytes/2"},
+      {R"({"staged_max_bytes": {"2": 1.5}})", "/staged_max_bytes/2"},
+      {R"({"staged_max_bytes": {"2": "all"}})", "/staged_max_bytes/2"},
   };
   for (auto [text, expect] : bad) {
     INFO(text);

@@ -11,7 +11,10 @@
 // emulator charges beyond the route's latency (which the planner takes from the topology).
 // Then, per rank count n, n ranks run tiny ring All-Reduces (2(n-1) steps of one message
 // each): the step time with the fewest ranks is α inside a call, the rise above it with n
-// ranks the step overhead of n ranks on these cores.
+// ranks the step overhead of n ranks on these cores. With shm measured, n ranks also run
+// All-Reduces on heap buffers through the host's staging areas and on the schedule
+// (SNCL_SHM_STAGE_BYTES=0) over a ladder of sizes: the largest size up to which staging
+// won is the planner's crossover for n ranks ("staged_max_bytes").
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +44,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: sncl-tune [options]
   -o FILE            write the tuning file there (default: print it on stdout only)
   --kinds LIST       link kinds to measure, of shm, ofi, bus (default shm,ofi,bus)
-  --ranks LIST       rank counts for the step overhead (default 2,4,8,16)
+  --ranks LIST       rank counts for the step overhead and the staging crossover
+                     (default 2,4,8,16)
   --sizes LIST       ping-pong sizes in bytes, K/M/G suffixes (default 8,4K,64K,256K,1M,4M)
   --iters N          round trips per size (default 30)
   --quick            fewer sizes, iterations and rank counts (10 iterations, ranks <= 8)
@@ -51,10 +55,16 @@ constexpr const char* kUsage = R"(usage: sncl-tune [options]
 constexpr int kMaxSizes = 32, kMaxIters = 1000;
 constexpr int kTimeoutMs = 180000;  // per measurement: a hung transport must not hang the tool
 
+// Bytes per rank of the staging ladder: from past the cells (a few KiB) to well past the
+// staging area (2 MiB), where the path runs in many chunks.
+constexpr size_t kStageSizes[] = {16u << 10, 64u << 10, 256u << 10, 1u << 20, 4u << 20};
+constexpr int kNumStageSizes = sizeof(kStageSizes) / sizeof(kStageSizes[0]);
+
 // Written by the measuring processes, read by the parent.
 struct Shared {
   double oneWayUs[kMaxSizes];
   double stepUs;
+  double allReduceUs[kNumStageSizes];
 };
 
 double nowUs() {
@@ -155,6 +165,39 @@ int stepRank(int rank, int n, const snclUniqueId& id, int iters, Shared* out) {
     if (i >= 0) samples.push_back(us);
   }
   if (rank == 0) out->stepUs = median(samples) / (2.0 * (n - 1));
+  if (!check(snclCommDestroy(comm), nullptr, "destroy")) return 1;
+  return 0;
+}
+
+// n ranks on one host run float32 All-Reduces on heap buffers (which peers cannot map), each
+// size's median of the slowest rank's time: staged, or with staging off on the schedule.
+int stagedRank(int rank, int n, const snclUniqueId& id, bool staged, int iters, Shared* out) {
+  if (!staged) setenv("SNCL_SHM_STAGE_BYTES", "0", 1);
+  snclComm_t comm = nullptr;
+  if (!check(snclCommInitRank(&comm, n, id, rank), nullptr, "init")) return 1;
+  const size_t most = kStageSizes[kNumStageSizes - 1] / sizeof(float);
+  std::vector<float> in(most, 1.0f), result(most);
+  std::vector<double> samples;
+  for (int s = 0; s < kNumStageSizes; ++s) {
+    const size_t count = kStageSizes[s] / sizeof(float);
+    samples.clear();
+    for (int i = -2; i < iters; ++i) {
+      double one = 1;
+      if (!check(snclAllReduce(&one, &one, 1, snclFloat64, snclSum, comm, nullptr), comm, "sync")) return 1;
+      const double t0 = nowUs();
+      if (!check(snclAllReduce(in.data(), result.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce"))
+        return 1;
+      double us = nowUs() - t0;
+      if (!check(snclAllReduce(&us, &us, 1, snclFloat64, snclMax, comm, nullptr), comm, "max")) return 1;
+      if (i >= 0) samples.push_back(us);
+    }
+    if (result[count - 1] != float(n)) {
+      fprintf(stderr, "sncl-tune: staged %d: All-Reduce of %zu bytes gave %g, not %d\n", int(staged), kStageSizes[s],
+              double(result[count - 1]), n);
+      return 1;
+    }
+    if (rank == 0) out->allReduceUs[s] = median(samples);
+  }
   if (!check(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   return 0;
 }
@@ -281,7 +324,8 @@ int main(int argc, char** argv) {
   }
 
   // The machine is measured as it is: no topology file, forced transport or tuning applies.
-  for (const char* v : {"SNCL_TOPO_FILE", "SNCL_TRANSPORT", "SNCL_HOSTID", "SNCL_TUNING_FILE", "SNCL_ALGO", "SNCL_FAULTS"})
+  for (const char* v : {"SNCL_TOPO_FILE", "SNCL_TRANSPORT", "SNCL_HOSTID", "SNCL_TUNING_FILE", "SNCL_ALGO", "SNCL_FAULTS",
+                        "SNCL_SHM_STAGE_BYTES"})
     unsetenv(v);
   auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) {
@@ -378,6 +422,37 @@ int main(int argc, char** argv) {
     for (const auto& [n, us] : t.stepOverheadUs) fmt::print(" {}: {:.2f} us", n, us);
     fmt::print("\n");
   }
+  // The staging crossover per rank count: the largest size of the ladder up to which the
+  // staged All-Reduce beat the schedule at every size; past the ladder's end, every size.
+  const bool stagingMeasured = std::find(o.kinds.begin(), o.kinds.end(), "shm") != o.kinds.end();
+  std::vector<std::pair<int, uint64_t>> crossovers;
+  if (stagingMeasured)
+    fmt::print("\nstaging (float32 All-Reduce on heap buffers, wall clock, median of the slowest rank):\n{:>6} {:>10} "
+               "{:>12} {:>12}\n", "ranks", "bytes", "staged us", "schedule us");
+  for (int n : stagingMeasured ? o.ranks : std::vector<int>{}) {
+    if (n > 32) continue;  // the staged path's most ranks (kSharedMaxRanks)
+    double us[2][kNumStageSizes];
+    bool ran = true;
+    for (int staged = 0; staged < 2 && ran; ++staged) {
+      ran = runRanks(n, shared, [&](int rank, const snclUniqueId& id) {
+        return stagedRank(rank, n, id, staged == 1, o.iters, shared);
+      });
+      std::copy(shared->allReduceUs, shared->allReduceUs + kNumStageSizes, us[staged]);
+    }
+    if (!ran) {
+      fprintf(stderr, "sncl-tune: staging with %d ranks failed; the default crossover stays\n", n);
+      ++failures;
+      continue;
+    }
+    uint64_t max = kStagedAnySize;
+    for (int s = 0; s < kNumStageSizes; ++s) {
+      fmt::print("{:>6} {:>10} {:>12.1f} {:>12.1f}\n", n, kStageSizes[s], us[1][s], us[0][s]);
+      if (max == kStagedAnySize && us[1][s] >= us[0][s]) max = s == 0 ? 0 : kStageSizes[s - 1];
+    }
+    crossovers.emplace_back(n, max);
+    fmt::print("  {} ranks stage up to {}\n", n, max == kStagedAnySize ? std::string("every size") : fmt::format("{} bytes per rank", max));
+  }
+  if (!crossovers.empty()) t.stagedMaxBytes = crossovers;
   const std::string json = tuningJson(t, measured);
   if (o.output.empty()) {
     fmt::print("\n{}", json);

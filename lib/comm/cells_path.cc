@@ -1,5 +1,7 @@
 #include "lib/comm/cells_path.h"
 
+#include <fmt/format.h>
+
 #include <bit>
 
 #include "lib/base/env.h"
@@ -64,7 +66,13 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
   call.scratch = c.scratch.data();
   call.scratchBytes = c.scratch.size();
   call.cacheBytes = c.cacheBytes;
-  if (!c.stage && c.stagePartBytes > 0) {  // once per comm, at its first call on this path
+  // Staging pays up to the planner's measured crossover (Tuning::stagedMaxBytes); past it,
+  // calls on buffers peers cannot map run the schedule. Every rank publishes whether it
+  // stages, and all decline alike if one does not (lib/exec/shared_colls.h).
+  const size_t bytes = op.count * args.elemSize;
+  const uint64_t stagedMax = comm->planner->model().tuning().stagedMaxAt(comm->nranks);
+  const bool stage = c.stagePartBytes > 0 && bytes <= stagedMax;
+  if (stage && !c.stage) {  // once per comm, at its first call that may stage
     void* stage = nullptr;
     if (sharedAlloc(4 * c.stagePartBytes, &stage) == snclSuccess) {
       c.stage.reset(static_cast<char*>(stage));
@@ -74,7 +82,7 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
       c.stagePartBytes = 0;
     }
   }
-  call.stage = c.stage.get();
+  call.stage = stage ? c.stage.get() : nullptr;
   call.stagePartBytes = c.stagePartBytes;
   SharedMoved moved;
   comm->executor->setProgress(0, 2);  // the descriptors' round and the barrier
@@ -82,15 +90,20 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
   const Result r =
       runShared(*cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &staged, &moved);
   comm->executor->countMoved(moved.copied, moved.reduced);
-  const size_t bytes = op.count * args.elemSize;
   const size_t bucket = std::bit_width(bytes);
   if (r == snclSuccess && !(c.loggedShared & (uint64_t{1} << bucket))) {
     c.loggedShared |= uint64_t{1} << bucket;
     log::info(log::Subsys::Plan, "comm {} rank {}: {} of {} bytes per rank: {}", comm->name, comm->rank,
               cellsCollName(call.coll), bytes,
-              *declined ? "not every rank's buffers are shared (snclMemAlloc), nor staged: the planner's schedule"
-              : staged  ? "algorithm staged (copied through the ranks' shared staging areas)"
-                        : "algorithm shared (peers' buffers read and written in place)");
+              *declined ? (stage || c.stagePartBytes == 0
+                               ? std::string("not every rank's buffers are shared (snclMemAlloc), nor staged: the "
+                                             "planner's schedule")
+                               : fmt::format("not every rank's buffers are shared (snclMemAlloc), and staging pays "
+                                             "only up to {} bytes per rank with {} ranks (tuning: {}): the "
+                                             "planner's schedule",
+                                             stagedMax, comm->nranks, comm->planner->model().tuning().source))
+              : staged ? std::string("algorithm staged (copied through the ranks' shared staging areas)")
+                       : std::string("algorithm shared (peers' buffers read and written in place)"));
   }
   ++(*declined ? c.sharedDeclined : staged ? c.stagedCalls : c.sharedCalls);
   return r;

@@ -31,11 +31,6 @@ struct CallDesc {
   uint64_t stagePart = 0;  // bytes of one of its four parts
 };
 constexpr uint64_t kMagic = 0x52414853'4c434e53ull;  // "SNCLSHAR"
-// Two ranks: the planner's schedule moves 2S per rank against the staged path's 2.5S, and
-// measured faster from 128 KiB per rank (2 MiB All-Reduce: 180 against 250 us). From three
-// ranks the staged path led at every size measured, 8 KiB to 8 MiB (8 ranks, 2 MiB: 1.7
-// against 4.1 ms).
-constexpr size_t kStagedMaxBytesTwoRanks = 64u << 10;
 // The second cell call's descriptor; kFailed: this rank could not map a peer's buffer.
 constexpr uint64_t kDone = 0x454e4f44'00000000ull;
 constexpr uint64_t kFailed = 1;
@@ -200,7 +195,6 @@ Result runShared(LocalCells& cells, int rank, int nranks, const SharedCall& c, c
     stageable &= all[k].stage.ref.fd >= 0;
     stagePart = std::min<size_t>(stagePart, all[k].stagePart);
   }
-  stageable &= nranks > 2 || c.count * c.elemSize <= kStagedMaxBytesTwoRanks;
   if (!shared && !onePid && stageable && stagePart >= c.elemSize * size_t(nranks)) {
     *staged = true;
     return stageAll(cells, waiter, rank, nranks, c, all, stagePart, declined, moved);

@@ -39,7 +39,8 @@ struct SharedCall {
   size_t scratchBytes = 0;  // at least 64
   uint64_t cacheBytes = 0;  // of the last-level cache: outputs past half of it are streamed
   // This rank's staging area (a shared allocation of four parts, staged_colls.h), for calls
-  // whose buffers peers cannot map; nullptr: none, such calls are declined.
+  // whose buffers peers cannot map; nullptr: none, or not for this call (the planner's
+  // crossover, lib/comm/cells_path.cc): such calls are declined.
   char* stage = nullptr;
   size_t stagePartBytes = 0;
 };

@@ -22,6 +22,7 @@ Tuning defaultTuning() {
   t.kind[int(topo::LinkKind::Shm)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Pcie)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0};
+  t.stagedMaxBytes = {{2, 64u << 10}, {3, kStagedAnySize}};
   return t;
 }
 

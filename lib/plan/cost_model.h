@@ -51,16 +51,26 @@ struct Tuning {
   // this machine's cores (waking, polling, the scheduler's turns): (n, µs), n ascending.
   // Empty: none (dedicated cores).
   std::vector<std::pair<int, double>> stepOverheadUs;
+  // Calls whose buffers peers cannot map run through the host's staging areas
+  // (lib/exec/staged_colls.h) up to this many bytes per rank, else the planner's schedule:
+  // (n, bytes), n ascending; the entry of the largest n at or below the comm's rank count
+  // applies (below the first, the first). sncl-tune measures where the staged All-Reduce
+  // stops beating the schedule; kStagedAnySize: at every size.
+  std::vector<std::pair<int, uint64_t>> stagedMaxBytes;
   std::array<bool, topo::kNumLinkKinds> measured{};  // kinds the file gave figures for
   std::string source = "defaults";
 
   // Linear between measured rank counts; below the first, the first; past the last, grows
   // with n (each added rank adds its turn on the cores).
   double stepOverheadAt(int n) const;
+  // stagedMaxBytes for a comm of n ranks; 0 without entries (the path is not taken).
+  uint64_t stagedMaxAt(int n) const;
 };
+constexpr uint64_t kStagedAnySize = UINT64_MAX;
 
 // Figures used when no tuning file is given: shm and bus are memory copies; net is the
-// ofi transport (a NIC, or TCP over loopback in a lab).
+// ofi transport (a NIC, or TCP over loopback in a lab); staging as measured on the test
+// machine (perf/README.md): two ranks up to 64 KiB per rank, more ranks at every size.
 Tuning defaultTuning();
 
 // Reads a tuning file (JSON, docs/planner.md). A malformed file, an unknown link kind, a

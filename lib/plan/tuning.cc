@@ -1,7 +1,8 @@
 // Tuning files: what sncl-tune measured, read by the planner from SNCL_TUNING_FILE.
 //   {"version": 1, "mem_gbs": 9.5,
 //    "links": {"shm": {"alpha_us": 1.8, "beta_gbs": 6.2}, "net": {...}}}
-//    "step_overhead_us": {"2": 0.4, "8": 21.0}}
+//    "step_overhead_us": {"2": 0.4, "8": 21.0},
+//    "staged_max_bytes": {"2": 65536, "3": "any"}}
 // Link kinds are topo's names (bus, shm, pcie, net); "ofi" names net. Kinds a file leaves
 // out keep their defaults. "machine" is free-form (what it was measured on).
 #include <fmt/format.h>
@@ -38,6 +39,14 @@ Result nonNegative(const nlohmann::json& j, const std::string& source, const std
   return snclSuccess;
 }
 
+Result rankCount(const std::string& key, const std::string& source, const std::string& where, int* out) {
+  char* end = nullptr;
+  const long n = std::strtol(key.c_str(), &end, 10);
+  if (key.empty() || *end != '\0' || n < 1 || n > (1 << 20)) return bad(source, where, "key is not a rank count");
+  *out = int(n);
+  return snclSuccess;
+}
+
 }  // namespace
 
 double Tuning::stepOverheadAt(int n) const {
@@ -51,6 +60,14 @@ double Tuning::stepOverheadAt(int n) const {
   }
   const auto [nl, ul] = stepOverheadUs.back();
   return ul * double(n) / double(nl);
+}
+
+uint64_t Tuning::stagedMaxAt(int n) const {
+  if (stagedMaxBytes.empty()) return 0;
+  uint64_t bytes = stagedMaxBytes.front().second;
+  for (const auto& [ranks, max] : stagedMaxBytes)
+    if (ranks <= n) bytes = max;
+  return bytes;
 }
 
 Result parseTuning(const std::string& text, const std::string& source, Tuning* out) {
@@ -89,14 +106,27 @@ Result parseTuning(const std::string& text, const std::string& source, Tuning* o
       if (!value.is_object()) return bad(source, "/step_overhead_us", "expected an object of rank count -> us");
       for (auto& [ranks, v] : value.items()) {
         const std::string where = "/step_overhead_us/" + ranks;
-        char* end = nullptr;
-        const long n = std::strtol(ranks.c_str(), &end, 10);
-        if (ranks.empty() || *end != '\0' || n < 1 || n > (1 << 20)) return bad(source, where, "key is not a rank count");
+        int n = 0;
+        SNCL_CHECK(rankCount(ranks, source, where, &n));
         double us = 0;
         SNCL_CHECK(nonNegative(v, source, where, &us));
-        t.stepOverheadUs.emplace_back(int(n), us);
+        t.stepOverheadUs.emplace_back(n, us);
       }
       std::sort(t.stepOverheadUs.begin(), t.stepOverheadUs.end());
+    } else if (key == "staged_max_bytes") {
+      // {"ranks": bytes or "any", ...}; the file's entries replace the defaults.
+      if (!value.is_object() || value.empty())
+        return bad(source, "/staged_max_bytes", "expected an object of rank count -> bytes per rank or \"any\"");
+      t.stagedMaxBytes.clear();
+      for (auto& [ranks, v] : value.items()) {
+        const std::string where = "/staged_max_bytes/" + ranks;
+        int n = 0;
+        SNCL_CHECK(rankCount(ranks, source, where, &n));
+        if (v.is_string() && v.get<std::string>() == "any") t.stagedMaxBytes.emplace_back(n, kStagedAnySize);
+        else if (v.is_number_unsigned()) t.stagedMaxBytes.emplace_back(n, v.get<uint64_t>());
+        else return bad(source, where, "expected bytes per rank (an integer >= 0) or \"any\"");
+      }
+      std::sort(t.stagedMaxBytes.begin(), t.stagedMaxBytes.end());
     } else if (key != "machine") {
       return bad(source, "/" + key, "unknown field");
     }
@@ -126,6 +156,12 @@ std::string tuningJson(const Tuning& t, const std::array<bool, topo::kNumLinkKin
     nlohmann::json steps = nlohmann::json::object();
     for (const auto& [n, us] : t.stepOverheadUs) steps[std::to_string(n)] = us;
     doc["step_overhead_us"] = steps;
+  }
+  if (!t.stagedMaxBytes.empty()) {
+    nlohmann::json staged = nlohmann::json::object();
+    for (const auto& [n, bytes] : t.stagedMaxBytes)
+      staged[std::to_string(n)] = bytes == kStagedAnySize ? nlohmann::json("any") : nlohmann::json(bytes);
+    doc["staged_max_bytes"] = staged;
   }
   return doc.dump(2) + "\n";
 }

@@ -329,8 +329,10 @@ int callLoop(snclComm_t comm, int rank, int nranks, uint64_t seed, const LoopOpt
       placed.push_back(place(c, uint64_t(i + k), arenas[slot], rank, nranks, seed, local));
       if (opt.expectShared && sharedSized(c, opt.sharedMin)) {
         const bool inPlace = opt.threads || (opt.sharedMem && !notInPlace(c, opt.heapRank));
-        // Two ranks stage calls of up to 64 KiB per rank (shared_colls.cc); larger ones run the schedule.
-        const bool staged = opt.staged && (nranks > 2 || c.count * dtypeSize(c.type) <= (64u << 10));
+        const uint64_t stagedMax = opt.stagedMaxBytes >= 0 ? uint64_t(opt.stagedMaxBytes)
+                                   : nranks > 2              ? UINT64_MAX
+                                                             : 64u << 10;
+        const bool staged = opt.staged && c.count * dtypeSize(c.type) <= stagedMax;
         ++(inPlace ? wantShared : staged ? wantStaged : wantDeclined);
       }
       if (opt.expectShared && onCells(c)) ++wantCells;
