@@ -52,13 +52,14 @@ constexpr size_t kMaxBufferBytes = size_t(1) << 47;
 // cannot be a buffer.
 Result bytesOf(size_t count, snclDataType_t type, size_t blocks, const char* fn, size_t* bytes) {
   const size_t elem = sncl::dtypeSize(type);
-  const std::string times = blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string();
+  // Formatted only for a failure: this runs on every call.
+  auto times = [blocks] { return blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string(); };
   if (count > SIZE_MAX / elem / blocks)
-    return fail(snclInvalidArgument, "{}: count {} x {} bytes{} overflows size_t", fn, count, elem, times);
+    return fail(snclInvalidArgument, "{}: count {} x {} bytes{} overflows size_t", fn, count, elem, times());
   *bytes = count * elem * blocks;
   if (*bytes > kMaxBufferBytes)
     return fail(snclInvalidArgument, "{}: count {} x {} bytes{} is more than a process can address", fn, count, elem,
-                times);
+                times());
   return snclSuccess;
 }
 
