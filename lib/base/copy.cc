@@ -10,7 +10,8 @@
 namespace sncl {
 
 bool pastTheCache(size_t bytes, uint64_t cacheBytes) {
-  return bytes >= (cacheBytes != 0 ? cacheBytes : uint64_t{32} << 20) / 2;
+  const uint64_t cache = cacheBytes != 0 ? cacheBytes : uint64_t{32} << 20;
+  return bytes > cache + cache / 2;
 }
 
 #if defined(__x86_64__)

@@ -11,11 +11,14 @@
 namespace sncl {
 
 // Whether a working set of this many bytes (every buffer a transfer touches, on all ranks
-// together) reaches half of a last-level cache of cacheBytes (0: unknown, taken as 32 MiB).
-// Below it a plain memcpy wins by up to 2x: the source is still in the cache and the
-// destination is read again soon (measured on a 32 MiB L3: two cores copying 4 MiB each,
-// 130-180 us cached against 320-350 us streaming; 16 MiB each, 760 us streaming against
-// 1160 us cached).
+// together) is more than 1.5 times a last-level cache of cacheBytes (0: unknown, taken as
+// 32 MiB). Below it a plain memcpy wins by up to 2x: the source is still in the cache and
+// the destination is read again soon. Measured on a 32 MiB L3, shared-buffer All-Gather
+// (working set (n+1)S): 2 ranks 8 MiB (24 MiB) 360-420 us cached against 680-690
+// streaming, 16 MiB (48) 1280-1320 against 1360-1430, 32 MiB (96) 3330-3580 against
+// 2790-2840; 4 ranks 4 MiB (20) 320-590 against 700; 8 MiB (40) 1070-1150 against
+// 1390-1410, 16 MiB (80) even, 32 MiB (160) streaming 1.2x faster. Two cores copying
+// 16 MiB each (64 MiB): 760 us streaming against 1160 cached.
 bool pastTheCache(size_t bytes, uint64_t cacheBytes);
 
 // memcpy(dst, src, bytes) with non-temporal stores (a plain memcpy below 128 bytes or without

@@ -37,7 +37,7 @@ struct SharedCall {
   uint32_t typeOp = 0;     // dtype and op, compared with the peers'
   char* scratch = nullptr;  // a block of reduced results before they are written out
   size_t scratchBytes = 0;  // at least 64
-  uint64_t cacheBytes = 0;  // of the last-level cache: outputs past half of it are streamed
+  uint64_t cacheBytes = 0;  // of the last-level cache: past it outputs are streamed (pastTheCache)
   // This rank's staging area (a shared allocation of four parts, staged_colls.h), for calls
   // whose buffers peers cannot map; nullptr: none, or not for this call (the planner's
   // crossover, lib/comm/cells_path.cc): such calls are declined.

@@ -129,8 +129,9 @@ int ShmTransport::readSingleCopy(Peer& p, Request& r) {
     char* to = dst ? dst + r.doneBytes : staging_.data();
     // Copied or reduced before the status check below, as a read is: a buffer the sender
     // gave back meanwhile fails the request instead of being delivered.
-    // Both ends of a message that fits the cache stay there for whoever reads them next.
-    if (mapped && dst) (pastTheCache(2 * r.bytes, options_.cacheBytes) ? copyNonTemporal : copyCached)(to, from, piece);
+    // Both ends of a message that fits the cache stay there for whoever reads them next;
+    // the working set counts its peer's message the other way too (an exchange).
+    if (mapped && dst) (pastTheCache(4 * r.bytes, options_.cacheBytes) ? copyNonTemporal : copyCached)(to, from, piece);
     if (mapped && !dst) r.sink.deliver(r.sink.ctx, r.doneBytes, from, piece);
     if (!mapped) {
       if (const int err = readPeer(p, to, r.cmaAddr + r.doneBytes, piece)) {
