@@ -191,9 +191,10 @@ int stagedRank(int rank, int n, const snclUniqueId& id, bool staged, int iters, 
       if (!check(snclAllReduce(&us, &us, 1, snclFloat64, snclMax, comm, nullptr), comm, "max")) return 1;
       if (i >= 0) samples.push_back(us);
     }
-    if (result[count - 1] != float(n)) {
-      fprintf(stderr, "sncl-tune: staged %d: All-Reduce of %zu bytes gave %g, not %d\n", int(staged), kStageSizes[s],
-              double(result[count - 1]), n);
+    const auto wrong = std::find_if(result.begin(), result.begin() + count, [n](float v) { return v != float(n); });
+    if (wrong != result.begin() + count) {
+      fprintf(stderr, "sncl-tune: staged %d: All-Reduce of %zu bytes gave %g at element %td, not %d\n", int(staged),
+              kStageSizes[s], double(*wrong), wrong - result.begin(), n);
       return 1;
     }
     if (rank == 0) out->allReduceUs[s] = median(samples);

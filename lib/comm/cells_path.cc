@@ -73,9 +73,9 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
   const uint64_t stagedMax = comm->planner->model().tuning().stagedMaxAt(comm->nranks);
   const bool stage = c.stagePartBytes > 0 && bytes <= stagedMax;
   if (stage && !c.stage) {  // once per comm, at its first call that may stage
-    void* stage = nullptr;
-    if (sharedAlloc(4 * c.stagePartBytes, &stage) == snclSuccess) {
-      c.stage.reset(static_cast<char*>(stage));
+    void* area = nullptr;
+    if (sharedAlloc(4 * c.stagePartBytes, &area) == snclSuccess) {
+      c.stage.reset(static_cast<char*>(area));
     } else {
       log::warn("comm {} rank {}: no staging area ({}): calls on buffers peers cannot map run the planner's schedules",
                 comm->name, comm->rank, lastError());
