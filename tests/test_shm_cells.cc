@@ -200,7 +200,9 @@ int callLoop(snclComm_t comm, int rank, int nranks, uint64_t seed, int calls, in
         break;
       }
     }
-    if (c.op == snclNumOps) snclRedOpDestroy(op, comm);
+    // Not after a failed call: destroying the op on a comm with an asynchronous error fails
+    // too and would replace the call's error, which the caller reads (the comm frees it).
+    if (c.op == snclNumOps && r == snclSuccess) snclRedOpDestroy(op, comm);
     const size_t outBytes = c.kind == Kind::AllGather ? bytes * size_t(nranks) : bytes;
     if (r != snclSuccess || memcmp(got.data(), expect.data(), outBytes) != 0) {
       fprintf(stderr, "rank %d/%d call %d kind %d type %d op %d count %zu root %d inPlace %d: result %d %s\n", rank,
