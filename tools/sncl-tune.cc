@@ -147,6 +147,24 @@ int pingPongRank(const std::string& kind, int rank, const snclUniqueId& id, cons
   return 0;
 }
 
+// The median over iters (after two warm-up rounds) of the slowest rank's time of call(),
+// the ranks lined up by a tiny All-Reduce before each; false (with a message) on failure.
+template <class Call>
+bool medianSlowestUs(snclComm_t comm, int iters, const char* what, const Call& call, double* out) {
+  std::vector<double> samples;
+  for (int i = -2; i < iters; ++i) {
+    double one = 1;
+    if (!check(snclAllReduce(&one, &one, 1, snclFloat64, snclSum, comm, nullptr), comm, "sync")) return false;
+    const double t0 = nowUs();
+    if (!check(call(), comm, what)) return false;
+    double us = nowUs() - t0;
+    if (!check(snclAllReduce(&us, &us, 1, snclFloat64, snclMax, comm, nullptr), comm, "max")) return false;
+    if (i >= 0) samples.push_back(us);
+  }
+  *out = median(samples);
+  return true;
+}
+
 // n ranks on one host run tiny ring All-Reduces: one element per rank, so every one of the
 // 2(n-1) steps moves a few bytes and costs α plus the step overhead.
 int stepRank(int rank, int n, const snclUniqueId& id, int iters, Shared* out) {
@@ -154,17 +172,12 @@ int stepRank(int rank, int n, const snclUniqueId& id, int iters, Shared* out) {
   snclComm_t comm = nullptr;
   if (!check(snclCommInitRank(&comm, n, id, rank), nullptr, "init")) return 1;
   std::vector<float> buf(n, 1.0f);
-  std::vector<double> samples;
-  for (int i = -2; i < iters; ++i) {
-    if (!check(snclAllReduce(buf.data(), buf.data(), 1, snclFloat32, snclSum, comm, nullptr), comm, "sync")) return 1;
-    const double t0 = nowUs();
-    if (!check(snclAllReduce(buf.data(), buf.data(), n, snclFloat32, snclSum, comm, nullptr), comm, "allreduce"))
-      return 1;
-    double us = nowUs() - t0;
-    if (!check(snclAllReduce(&us, &us, 1, snclFloat64, snclMax, comm, nullptr), comm, "max")) return 1;
-    if (i >= 0) samples.push_back(us);
-  }
-  if (rank == 0) out->stepUs = median(samples) / (2.0 * (n - 1));
+  double us = 0;
+  if (!medianSlowestUs(comm, iters, "allreduce", [&] {
+        return snclAllReduce(buf.data(), buf.data(), n, snclFloat32, snclSum, comm, nullptr);
+      }, &us))
+    return 1;
+  if (rank == 0) out->stepUs = us / (2.0 * (n - 1));
   if (!check(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   return 0;
 }
@@ -177,27 +190,20 @@ int stagedRank(int rank, int n, const snclUniqueId& id, bool staged, int iters, 
   if (!check(snclCommInitRank(&comm, n, id, rank), nullptr, "init")) return 1;
   const size_t most = kStageSizes[kNumStageSizes - 1] / sizeof(float);
   std::vector<float> in(most, 1.0f), result(most);
-  std::vector<double> samples;
   for (int s = 0; s < kNumStageSizes; ++s) {
     const size_t count = kStageSizes[s] / sizeof(float);
-    samples.clear();
-    for (int i = -2; i < iters; ++i) {
-      double one = 1;
-      if (!check(snclAllReduce(&one, &one, 1, snclFloat64, snclSum, comm, nullptr), comm, "sync")) return 1;
-      const double t0 = nowUs();
-      if (!check(snclAllReduce(in.data(), result.data(), count, snclFloat32, snclSum, comm, nullptr), comm, "allreduce"))
-        return 1;
-      double us = nowUs() - t0;
-      if (!check(snclAllReduce(&us, &us, 1, snclFloat64, snclMax, comm, nullptr), comm, "max")) return 1;
-      if (i >= 0) samples.push_back(us);
-    }
+    double us = 0;
+    if (!medianSlowestUs(comm, iters, "allreduce", [&] {
+          return snclAllReduce(in.data(), result.data(), count, snclFloat32, snclSum, comm, nullptr);
+        }, &us))
+      return 1;
     const auto wrong = std::find_if(result.begin(), result.begin() + count, [n](float v) { return v != float(n); });
     if (wrong != result.begin() + count) {
       fprintf(stderr, "sncl-tune: staged %d: All-Reduce of %zu bytes gave %g at element %td, not %d\n", int(staged),
               kStageSizes[s], double(*wrong), wrong - result.begin(), n);
       return 1;
     }
-    if (rank == 0) out->allReduceUs[s] = median(samples);
+    if (rank == 0) out->allReduceUs[s] = us;
   }
   if (!check(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   return 0;

@@ -9,6 +9,7 @@
 
 #include "lib/comm/comm.h"
 #include "lib/exec/reduce.h"
+#include "lib/plan/cost_model.h"
 #include "lib/transport/shared_mem.h"
 #include "tests/util/data.h"
 
@@ -329,9 +330,8 @@ int callLoop(snclComm_t comm, int rank, int nranks, uint64_t seed, const LoopOpt
       placed.push_back(place(c, uint64_t(i + k), arenas[slot], rank, nranks, seed, local));
       if (opt.expectShared && sharedSized(c, opt.sharedMin)) {
         const bool inPlace = opt.threads || (opt.sharedMem && !notInPlace(c, opt.heapRank));
-        const uint64_t stagedMax = opt.stagedMaxBytes >= 0 ? uint64_t(opt.stagedMaxBytes)
-                                   : nranks > 2              ? UINT64_MAX
-                                                             : 64u << 10;
+        const uint64_t stagedMax =
+            opt.stagedMaxBytes >= 0 ? uint64_t(opt.stagedMaxBytes) : defaultTuning().stagedMaxAt(nranks);
         const bool staged = opt.staged && c.count * dtypeSize(c.type) <= stagedMax;
         ++(inPlace ? wantShared : staged ? wantStaged : wantDeclined);
       }

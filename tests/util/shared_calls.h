@@ -62,7 +62,7 @@ struct LoopOptions {
   // (else every rank declines them).
   bool staged = true;
   // Bytes per rank up to which they stage (the tuning's crossover for the comm's rank
-  // count); -1: the default tuning's, 64 KiB with two ranks and every size with more.
+  // count); -1: the default tuning's (defaultTuning(), whose figures test_tuning pins).
   int64_t stagedMaxBytes = -1;
   size_t sharedMin = kCellBytes + 1;  // bytes per rank from which calls take it
   int killRank = -1, killAt = -1;
