@@ -7,6 +7,8 @@
 #
 #   perf/mpi_tuned.sh [build-dir] [ranks] [extra all_reduce_perf flags...]
 #   e.g. perf/mpi_tuned.sh build 4 -b 256K -e 64M -f 4 --ceiling
+# BIND=core|none|... passes --bind-to to mpirun; unset, mpirun binds as it does by default
+# (a core per rank at np <= 2), which is how users run it.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build=${1:-$root/build}
@@ -18,7 +20,7 @@ trap 'rm -rf "$out"' EXIT
 export SNCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo
 status=0
 for alg in 0 1 2 3 4 5 6; do
-  if ! timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+  if ! timeout 900 mpirun --allow-run-as-root --oversubscribe ${BIND:+--bind-to "$BIND"} \
       --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x SNCL_SOCKET_IFNAME -x FI_TCP_IFACE \
       --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$alg" \
       -np "$n" "$build/perf/all_reduce_perf" --baseline mpi "$@" -J "$out/alg$alg.json" > "$out/alg$alg.txt" 2>&1; then
@@ -36,6 +38,7 @@ for alg in range(7):
     if os.path.exists(p):
         runs[alg] = {(r["bytes"], r["type"], r["op"]): r for r in json.load(open(p))["rows"]}
 names = ["default", "linear", "nonoverlap", "recdbl", "ring", "segring", "rabenseifner"]
+print(f"# binding: {os.environ.get('BIND') and '--bind-to ' + os.environ['BIND'] or 'mpirun default'}")
 print(f"# All-Reduce, {n} ranks: busbw GB/s; sncl beside MPI in each run; best = MPI's fastest coll_tuned algorithm")
 print(f"# {'bytes':>10} {'sncl':>7} {'mpi':>7} {'sncl/mpi':>8} {'best':>13} {'mpi best':>8} {'sncl':>7} {'sncl/best':>9}")
 wrong = 0

@@ -119,9 +119,10 @@ typedef struct {
                               for "sendrecv"; NULL in a call that failed before it was planned */
 } snclProfilerCall_t;
 
-/* Callbacks run on the thread that runs the call: the caller's for the NULL stream, the
- * stream's thread otherwise, or a comm's group worker when one thread drives several comms
- * in a group. callBegin comes once the plan is chosen, callEnd when the call returns; each
+/* Callbacks run on the thread that runs the call: the caller's for the NULL stream; for a
+ * stream, the thread that waits for the call when the comm's waiterDrives
+ * (snclCommGetThreading), else the stream's thread; or a comm's group worker when one thread
+ * drives several comms in a group. callBegin comes once the plan is chosen, callEnd when the call returns; each
  * call gets both, in order. They run while the comm is locked: they must not make calls on
  * that comm (snclCommGetStatus excepted) and should return quickly. Either may be NULL. */
 typedef struct {
@@ -154,6 +155,22 @@ typedef struct {
 /* Callable from any thread at any time, also while a call runs on comm: takes no lock
  * that a call holds. The fields describe one call consistently. */
 snclResult_t snclCommGetStatus(snclComm_t comm, snclCommStatus_t* out);
+
+/* How this rank of comm runs its work, decided at init from the CPUs that the comm's ranks
+ * on this machine may use (their affinity masks, capped by cgroup CPU quotas); see
+ * docs/architecture.md, "Threads". SNCL_PROGRESS=thread|caller overrides waiterDrives. */
+typedef struct {
+  int cpus;            /* CPUs this rank may use */
+  int hostRanks;       /* ranks of the comm on this machine whose CPUs overlap this rank's, itself included */
+  int hostCpus;        /* CPUs those ranks may use together */
+  int oversubscribed;  /* 1: hostRanks > hostCpus: waits yield, then sleep; they never spin */
+  int waiterDrives;    /* 1: work queued on a stream runs on the thread that waits for it
+                          (snclStreamSynchronize, snclEventSynchronize, snclStreamQuery);
+                          0: on the stream's own thread, overlapping the caller */
+  int spinMicros;      /* a wait spins this long before it sleeps (0: never) */
+  char text[256];      /* the same in words, for logs and benchmark headers */
+} snclThreading_t;
+snclResult_t snclCommGetThreading(snclComm_t comm, snclThreading_t* out);
 
 /* A function that the thread running a call on comm calls while the call waits for peers
  * (after a short spin, then between sleeps of at most a few hundred microseconds), so that

@@ -75,6 +75,24 @@ SNCL_API snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* o
   return snclSuccess;
 }
 
+SNCL_API snclResult_t snclCommGetThreading(snclComm_t comm, snclThreading_t* out) {
+  SNCL_CHECK(sncl::api::checkComm(comm, "snclCommGetThreading"));
+  if (!out) return fail(snclInvalidArgument, "snclCommGetThreading: out is NULL");
+  if (comm->initResult.load() != snclSuccess)
+    return fail(snclInvalidUsage, "snclCommGetThreading: comm is not initialized ({})",
+                sncl::resultName(comm->initResult.load()));
+  const sncl::ThreadModel& t = comm->threads;
+  *out = snclThreading_t{};
+  out->cpus = t.cpus.usable();
+  out->hostRanks = t.hostRanks;
+  out->hostCpus = t.hostCpus;
+  out->oversubscribed = t.oversubscribed;
+  out->waiterDrives = t.waiterDrives;
+  out->spinMicros = static_cast<int>(t.wait.spinMicros);
+  snprintf(out->text, sizeof(out->text), "%s", t.describe().c_str());
+  return snclSuccess;
+}
+
 SNCL_API snclResult_t snclCommSetWaitHook(snclComm_t comm, void (*hook)(void* user), void* user) {
   SNCL_CHECK(sncl::api::checkComm(comm, "snclCommSetWaitHook"));
   std::lock_guard<std::mutex> lock(comm->runMutex);  // read by the running call

@@ -42,6 +42,7 @@ constexpr size_t kStageBytes = 2u << 20;
 CellsWait waitOf(snclComm* comm) {
   CellsWait wait;
   wait.timeoutMs = comm->timeoutMs;
+  wait.policy = comm->threads.wait;
   wait.interrupt = interruptThunk;
   wait.ctx = comm;
   const Executor::WaitHook hook = comm->executor->waitHook();

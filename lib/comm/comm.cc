@@ -14,6 +14,7 @@
 #include "lib/base/log.h"
 #include "lib/comm/compressed.h"
 #include "lib/comm/p2p_group.h"
+#include "lib/comm/threading.h"
 #include "lib/exec/reduce.h"
 #include "lib/plan/default_topo.h"
 #include "lib/transport/bus_control.h"
@@ -26,6 +27,7 @@ struct InitInfo {
   PeerInfo peer;
   uint64_t nonce;  // rank 0's becomes part of the comm id, so that comms made from one
                    // SNCL_COMM_ID address one after another get distinct shm names
+  CpuSummary cpus;  // for the threading model (lib/comm/threading.h)
 };
 
 PeerInfo localPeerInfo(int rank) {
@@ -101,6 +103,8 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
   ctx.bootstrap = comm->bootstrap.get();
   ctx.timeoutMs = comm->timeoutMs;
   ctx.topology = comm->topology.get();
+  ctx.wait = comm->threads.wait;
+  ctx.oversubscribed = comm->threads.oversubscribed;
   std::vector<Transport*> transportOfPeer(comm->nranks, nullptr);
   std::string summary;
   for (size_t t = 0; t < names.size(); ++t) {
@@ -172,11 +176,15 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   std::vector<InitInfo> infos(nranks);
   infos[rank].peer = localPeerInfo(rank);
+  infos[rank].cpus = cpusOfThisThread();
   if (getrandom(&infos[rank].nonce, sizeof(uint64_t), 0) != sizeof(uint64_t))
     return fail(snclSystemError, "getrandom failed: {}", strerror(errno));
   SNCL_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo), deadline));
   comm->peers.resize(nranks);
-  for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer;
+  std::vector<CpuSummary> cpus(nranks);
+  for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer, cpus[r] = infos[r].cpus;
+  SNCL_CHECK(decideThreads(rank, comm->peers, cpus, &comm->threads));
+  log::info(log::Subsys::Init, "comm {} rank {}: {}", comm->name, rank, comm->threads.describe());
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
 
   std::shared_ptr<CommTopology> topology;

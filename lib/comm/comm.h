@@ -21,6 +21,7 @@
 #include "lib/comm/op.h"
 #include "lib/comm/p2p_group.h"
 #include "lib/comm/redop.h"
+#include "lib/comm/threading.h"
 #include "lib/exec/executor.h"
 #include "lib/net/bootstrap.h"
 #include "lib/plan/planner.h"
@@ -42,6 +43,7 @@ struct snclComm {
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;
+  sncl::ThreadModel threads;  // who runs the work and how waits wait (lib/comm/threading.h)
   // Built at init, before the transports; shared read-only (link health aside).
   std::shared_ptr<const sncl::CommTopology> topology;
   std::vector<std::unique_ptr<sncl::Transport>> transports;

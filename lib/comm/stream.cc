@@ -1,17 +1,20 @@
 #include "lib/comm/stream.h"
 
 #include <atomic>
+#include <optional>
 
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/group.h"
+#include "lib/comm/threading.h"
 
 namespace {
 std::atomic<uint64_t> nextStreamUid{1};
 }  // namespace
 
-snclStream::snclStream() : ring_(kCapacity), uid_(nextStreamUid.fetch_add(1)) {
+snclStream::snclStream()
+    : ring_(kCapacity), helperHasCore_(sncl::helperHasCore()), uid_(nextStreamUid.fetch_add(1)) {
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -30,40 +33,96 @@ sncl::Result snclStream::enqueue(const sncl::GroupTask* tasks, size_t n, int64_t
   if (!workDone_.wait_until(lock, deadline, [this] { return size_ < kCapacity; }))
     return sncl::fail(snclTimeout, "stream queue stayed full ({} calls) for {} ms", kCapacity, timeoutMs);
   ring_[(head_ + size_) % kCapacity].assign(tasks, tasks + n);
+  if (size_ == 0) headSince_ = sncl::Clock::now();
   ++size_;
   ++queued_;
   for (size_t i = 0; i < n; ++i) tasks[i].comm->inflight.fetch_add(1);
+  // Work the waiter runs needs no wake-up, unless the stream's thread sleeps without a
+  // timeout (it then starts counting kUnclaimedMicros).
+  const bool wake = helperAsleep_ || (size_ == 1 && !waiterDrivesHead());
   lock.unlock();
-  workReady_.notify_one();
+  if (wake) workReady_.notify_one();
   return snclSuccess;
 }
 
-// The progress thread: sleeps on a condition variable when idle (8 ranks share 2 cores).
-// The running item stays in its slot (enqueue writes only behind it) until it is done.
+bool snclStream::waiterDrivesHead() const {
+  if (!helperHasCore_) return true;
+  for (const sncl::GroupTask& task : ring_[head_])
+    if (task.comm->threads.waiterDrives) return true;
+  return false;
+}
+
+void snclStream::runHead(std::unique_lock<std::mutex>& lock) {
+  const bool waiterDrives = waiterDrivesHead();
+  const bool onHelper = std::this_thread::get_id() == thread_.get_id();
+  running_ = true;
+  std::vector<sncl::GroupTask>& item = ring_[head_];  // stays in its slot until done
+  lock.unlock();
+  sncl::Result r;
+  {
+    // The stream's thread on the caller's core: its waits must not spin.
+    std::optional<sncl::NoSpinHere> noSpin;
+    if (onHelper && waiterDrives) noSpin.emplace();
+    r = sncl::runTasks(item.data(), item.size());
+  }
+  std::string msg = r == snclSuccess ? std::string() : sncl::lastError();
+  for (const sncl::GroupTask& task : item) task.comm->inflight.fetch_sub(1);
+  lock.lock();
+  if (r != snclSuccess && firstFailure_ == snclSuccess) {
+    firstFailed_ = finished_;
+    firstFailure_ = r;
+    firstFailureMsg_ = msg;
+  }
+  if (r != snclSuccess && error_ == snclSuccess) {
+    error_ = r;
+    errorMsg_ = std::move(msg);
+  }
+  ++finished_;
+  head_ = (head_ + 1) % kCapacity;
+  --size_;
+  running_ = false;
+  const auto now = sncl::Clock::now();
+  if (size_ > 0) headSince_ = now;
+  if (waiterDrives) lastWaiterWork_ = now;
+  workDone_.notify_all();
+  if (!onHelper && helperAsleep_) workReady_.notify_one();
+}
+
+// The stream's thread: runs items at once when it has a core of its own; else only items
+// nobody came for within kUnclaimedMicros. While such work is about, it looks every
+// kUnclaimedMicros instead of being woken (a wake-up costs more than small calls).
 void snclStream::serve() {
+  using std::chrono::microseconds;
+  const auto unclaimed = microseconds(kUnclaimedMicros);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    workReady_.wait(lock, [this] { return size_ > 0 || stopping_; });
-    if (size_ == 0) return;  // stopping, drained
-    std::vector<sncl::GroupTask>& item = ring_[head_];
-    lock.unlock();
-    sncl::Result r = sncl::runTasks(item.data(), item.size());
-    std::string msg = r == snclSuccess ? std::string() : sncl::lastError();
-    for (const sncl::GroupTask& task : item) task.comm->inflight.fetch_sub(1);
-    lock.lock();
-    if (r != snclSuccess && firstFailure_ == snclSuccess) {
-      firstFailed_ = finished_;
-      firstFailure_ = r;
-      firstFailureMsg_ = msg;
+    if (size_ == 0 && stopping_) return;
+    const auto now = sncl::Clock::now();
+    if (size_ > 0 && !running_) {
+      if (stopping_ || !waiterDrivesHead() || now - headSince_ >= unclaimed) {
+        runHead(lock);
+        continue;
+      }
+      workReady_.wait_until(lock, headSince_ + unclaimed);
+      continue;
     }
-    if (r != snclSuccess && error_ == snclSuccess) {
-      error_ = r;
-      errorMsg_ = std::move(msg);
+    if (size_ > 0 || now - lastWaiterWork_ < microseconds(kLookAroundMicros)) {
+      workReady_.wait_for(lock, unclaimed);  // a waiter runs the head, or may queue more soon
+      continue;
     }
-    ++finished_;
-    head_ = (head_ + 1) % kCapacity;
-    --size_;
-    workDone_.notify_all();
+    helperAsleep_ = true;
+    workReady_.wait(lock);
+    helperAsleep_ = false;
+  }
+}
+
+void snclStream::waitFinished(std::unique_lock<std::mutex>& lock, uint64_t ticket, bool stopAtFailure) {
+  while (finished_ < ticket && !(stopAtFailure && firstFailed_ < ticket)) {
+    if (!running_ && waiterDrivesHead()) {
+      runHead(lock);
+      continue;
+    }
+    workDone_.wait(lock);
   }
 }
 
@@ -71,7 +130,7 @@ void snclStream::serve() {
 // deadlines, so the queue always drains.
 sncl::Result snclStream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
-  workDone_.wait(lock, [this] { return size_ == 0; });
+  waitFinished(lock, queued_, false);
   sncl::Result r = error_;
   if (r != snclSuccess) {
     sncl::recordError(r, errorMsg_);
@@ -82,7 +141,8 @@ sncl::Result snclStream::synchronize() {
 }
 
 sncl::Result snclStream::query() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (size_ > 0 && !running_ && waiterDrivesHead()) waitFinished(lock, queued_, true);
   if (size_ > 0) return snclInProgress;
   return error_;
 }
@@ -107,6 +167,6 @@ sncl::Result snclStream::eventQuery(uint64_t ticket) {
 
 sncl::Result snclStream::eventWait(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
-  workDone_.wait(lock, [&] { return finished_ >= ticket || firstFailed_ < ticket; });
+  waitFinished(lock, ticket, true);
   return eventResultLocked(ticket);
 }

@@ -1,8 +1,15 @@
-// A stream: an ordered asynchronous queue of calls served by one progress thread, so that
-// the caller computes while communication runs. The thread sleeps when idle. One queued
-// item is one call, or a group's calls that use this stream (run together, as at
-// snclGroupEnd). The stream numbers its items in queue order (tickets), so that an event
-// (stream, ticket) can tell when the items queued before it have finished.
+// A stream: an ordered asynchronous queue of calls. One queued item is one call, or a
+// group's calls that use this stream (run together, as at snclGroupEnd). The stream numbers
+// its items in queue order (tickets), so that an event (stream, ticket) can tell when the
+// items queued before it have finished.
+//
+// Who runs an item (lib/comm/threading.h): with a spare core, the stream's thread, at once,
+// so that the caller computes meanwhile. Without one (the stream was created on a thread
+// with one usable CPU, or a comm of the item has no core to spare), the thread that waits
+// for it (synchronize, an event wait, a query) runs it itself, as a blocking call would:
+// no hand-off to a thread on the same core, no wake-up to pay. The stream's thread then
+// runs only what nobody came for within kUnclaimedMicros, and its waits never spin. It
+// sleeps when idle.
 #pragma once
 
 #include <condition_variable>
@@ -12,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/base/clock.h"
 #include "lib/base/error.h"
 #include "lib/comm/op.h"
 
@@ -23,9 +31,11 @@ struct snclStream {
 
   // Queues tasks[0..n) as one item; waits (up to timeoutMs) while the queue is full.
   sncl::Result enqueue(const sncl::GroupTask* tasks, size_t n, int64_t timeoutMs);
-  // Waits until everything queued so far has finished; returns and clears the first error.
+  // Waits until everything queued so far has finished (running it, when the waiter drives);
+  // returns and clears the first error.
   sncl::Result synchronize();
-  // InProgress while work is queued or running, else the first error (not cleared).
+  // InProgress while work is queued or running, else the first error (not cleared). When
+  // the waiter drives, first runs queued items nobody runs yet (a polling loop waits too).
   sncl::Result query();
 
   // Events. ticket(): items queued so far (an event recorded now covers items [0, ticket)).
@@ -40,9 +50,25 @@ struct snclStream {
   // own, as synchronize: every queued call is bounded by its comm's deadlines.
   sncl::Result eventWait(uint64_t ticket);
 
+  // How long an item that the waiter should run waits for it before the stream's thread
+  // runs it anyway (nobody may ever wait: a program that polls nothing, or one thread
+  // driving several ranks' streams).
+  static constexpr int64_t kUnclaimedMicros = 1000;
+  // After the waiter last ran work, the stream's thread keeps looking this long rather than
+  // sleep until woken (then the next enqueue wakes it).
+  static constexpr int64_t kLookAroundMicros = 50000;
+
  private:
   sncl::Result eventResultLocked(uint64_t ticket);
   void serve();
+  // Whether the head item is the waiter's to run.
+  bool waiterDrivesHead() const;
+  // Runs the head item on this thread: lock held on entry and on return, released while it runs.
+  void runHead(std::unique_lock<std::mutex>& lock);
+  // Until finished_ >= ticket: runs the items itself when they are the waiter's and nobody
+  // runs them yet, else sleeps until they finish.
+  // stopAtFailure: return as soon as an item before ticket failed (events).
+  void waitFinished(std::unique_lock<std::mutex>& lock, uint64_t ticket, bool stopAtFailure);
 
   static constexpr size_t kCapacity = 1024;
   std::mutex mu_;
@@ -54,6 +80,11 @@ struct snclStream {
   size_t head_ = 0;         // next to run
   size_t size_ = 0;         // queued, including the one running
   bool stopping_ = false;
+  bool running_ = false;     // the head item runs (on the stream's thread or a waiter's)
+  bool helperAsleep_ = false;  // the stream's thread waits without a timeout: enqueue wakes it
+  const bool helperHasCore_;   // read at creation (lib/comm/threading.h)
+  sncl::Clock::time_point headSince_;  // when the head item became the head
+  sncl::Clock::time_point lastWaiterWork_;  // when an item the waiter drives last finished
   sncl::Result error_ = snclSuccess;
   std::string errorMsg_;
   uint64_t queued_ = 0;    // items ever queued

@@ -7,8 +7,6 @@
 namespace sncl {
 namespace {
 
-// Oversubscribed: yield this many times (the peer may be waiting for this core) before sleeping.
-constexpr int kYields = 4;
 // Longest sleep between looks at the peer's liveness and the fault side channel.
 constexpr int64_t kSliceMicros = 20000;
 constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait hook runs as often
@@ -16,7 +14,9 @@ constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait ho
 }  // namespace
 
 Result CellsWaiter::waitFor(int peer, uint64_t call) {
-  if (cells_.spin()) {
+  const WaitPolicy& policy = w_.policy;
+  const int64_t spinMicros = policy.spinHere();
+  if (spinMicros > 0) {
     // A quick peer is seen before the clock is read (which costs as much as a few looks).
     for (int i = 0; i < 64; ++i) {
       if (cells_.published(peer, call)) return snclSuccess;
@@ -26,8 +26,8 @@ Result CellsWaiter::waitFor(int peer, uint64_t call) {
     return snclSuccess;
   }
   const auto start = Clock::now();
-  if (cells_.spin()) {
-    const auto spinUntil = start + std::chrono::microseconds(kSpinBeforeSleepMicros);
+  if (spinMicros > 0) {
+    const auto spinUntil = start + std::chrono::microseconds(spinMicros);
     do {
       for (int i = 0; i < 64; ++i) {
         if (cells_.published(peer, call)) return snclSuccess;
@@ -35,7 +35,7 @@ Result CellsWaiter::waitFor(int peer, uint64_t call) {
       }
     } while (Clock::now() < spinUntil);
   } else {
-    for (int i = 0; i < kYields; ++i) {
+    for (int i = 0; i < policy.yields; ++i) {
       sched_yield();
       if (cells_.published(peer, call)) return snclSuccess;
     }

@@ -1,5 +1,5 @@
-// Waiting for a peer's cell (LocalCells, lib/transport/transport.h): a short spin with a
-// core per rank (a few yields without), then sleeps on the doorbell between looks at the
+// Waiting for a peer's cell (LocalCells, lib/transport/transport.h): as the comm's wait
+// policy says, a short spin with a core per rank (a few yields without), then sleeps on the doorbell between looks at the
 // peer's liveness, the comm's fault side channel, the wait hook and the deadline. Shared by
 // the cells of small collectives (cells.h) and the collectives on shared buffers
 // (shared_colls.h).
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "lib/base/error.h"
+#include "lib/base/wait_policy.h"
 #include "lib/transport/transport.h"
 
 namespace sncl {
@@ -15,6 +16,7 @@ namespace sncl {
 // How long and how to wait for a peer.
 struct CellsWait {
   int64_t timeoutMs = 60000;  // a peer that publishes nothing for this long fails the call
+  WaitPolicy policy;          // spin or yield before sleeping (lib/comm/threading.h)
   // Asked now and then while waiting (rate-limited by the callee): true stops the call
   // with interrupted set (the comm's fault handling takes over).
   bool (*interrupt)(void* ctx) = nullptr;

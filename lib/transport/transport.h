@@ -12,6 +12,7 @@
 
 #include "lib/base/clock.h"
 #include "lib/base/error.h"
+#include "lib/base/wait_policy.h"
 #include "lib/transport/shared_mem.h"
 
 namespace sncl {
@@ -37,6 +38,8 @@ struct TransportContext {
   Bootstrap* bootstrap = nullptr;   // for address exchange during setup
   int64_t timeoutMs = 60000;        // deadline for setup and for a stalled peer
   const CommTopology* topology = nullptr;  // the comm's graph and rank placement (lib/topo/comm_topo.h)
+  WaitPolicy wait;                  // how waits wait (the comm's threading model)
+  bool oversubscribed = false;      // more ranks of this machine than the CPUs they share
 };
 
 // Receives deliver data through a sink so that the executor can reduce straight out of a
@@ -86,8 +89,6 @@ class LocalCells {
   virtual bool published(int rank, uint64_t call) = 0;
   // Sleeps until rank may have published call, at most maxMicros (no spinning).
   virtual void wait(int rank, uint64_t call, int64_t maxMicros) = 0;
-  // Whether waiting should spin before sleeping (a core per rank).
-  virtual bool spin() const = 0;
   // snclSuccess while rank may still publish; else an error naming it (died, closed,
   // aborted, failed a pair), with its message recorded. Makes a system call: not per spin.
   virtual Result peerState(int rank) = 0;

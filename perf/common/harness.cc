@@ -1,6 +1,7 @@
 #include "perf/common/harness.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -69,6 +70,7 @@ struct Shared {
   std::vector<double> moved;
   std::vector<std::vector<long>> wrong;
   std::vector<long> warmups;  // per thread: the warm-up iterations each wants
+  std::vector<std::string> cpus;  // per thread: its CPU list
 };
 
 // Bytes this rank moved through memory (copied + reduced, snclCommGetCounters) and calls
@@ -195,6 +197,53 @@ Ceiling ceilingOf(Shared* sh, int thread, HostBuffer& a, HostBuffer& b) {
   return c;
 }
 
+// This thread's CPU list ("0-3,6"), as taskset -c prints it.
+std::string cpuList() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "?";
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int end = cpu;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
+    char range[32];
+    if (end > cpu) snprintf(range, sizeof(range), "%s%d-%d", out.empty() ? "" : ",", cpu, end);
+    else snprintf(range, sizeof(range), "%s%d", out.empty() ? "" : ",", cpu);
+    out += range;
+    cpu = end;
+  }
+  return out;
+}
+
+std::string threadingText(snclComm_t comm) {
+  snclThreading_t t{};
+  if (snclCommGetThreading(comm, &t) != snclSuccess) return std::string("? (") + snclGetLastError(comm) + ")";
+  return t.text;
+}
+
+// Every rank's CPU list, on every rank (a collective over MPI and the process's threads).
+std::vector<std::string> cpusOfRanks(Shared* sh, int thread, int rank) {
+  constexpr size_t kLen = 64;
+  const int threads = sh->opt->threads;
+  char mine[kLen] = {};
+  snprintf(mine, kLen, "%s", cpuList().c_str());
+  std::vector<char> all(kLen * size_t(sh->nranks));
+  memcpy(&all[kLen * size_t(rank)], mine, kLen);
+  if (threads == 1) {
+    MPI_Allgather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD);
+  } else {
+    sh->cpus[size_t(thread)] = mine;
+    pthread_barrier_wait(&sh->barrier);
+    for (int t = 0; t < threads; ++t)
+      snprintf(&all[kLen * size_t(sh->mpiRank * threads + t)], kLen, "%s", sh->cpus[size_t(t)].c_str());
+    pthread_barrier_wait(&sh->barrier);
+  }
+  std::vector<std::string> out;
+  for (int r = 0; r < sh->nranks; ++r) out.emplace_back(all[kLen * size_t(r)] ? &all[kLen * size_t(r)] : "?");
+  return out;
+}
+
 // One rank: a thread of this process (rank = mpiRank * threads + thread).
 void rankMain(Shared* sh, int thread, int* exitCode) {
   const Options& o = *sh->opt;
@@ -244,7 +293,8 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
   }
   Ceiling ceiling;
   if (o.ceiling) ceiling = ceilingOf(sh, thread, send, recv);
-  Report report(o, {c.name, c.reduces, c.hasInPlace, nranks, sh->mpiSize, o.threads, peers, o.ceiling ? &ceiling : nullptr});
+  Report report(o, {c.name, c.reduces, c.hasInPlace, nranks, sh->mpiSize, o.threads, peers, o.ceiling ? &ceiling : nullptr,
+                    placementText(cpusOfRanks(sh, thread, rank)), threadingText(comm)});
   if (leader) report.header();
   const int root = c.rooted ? o.root : -1;
   long totalWrong = 0;
@@ -372,6 +422,7 @@ int run(int argc, char** argv, const Collective& coll) {
   sh.moved.resize(static_cast<size_t>(o.threads));
   sh.wrong.resize(static_cast<size_t>(o.threads));
   sh.warmups.resize(static_cast<size_t>(o.threads));
+  sh.cpus.resize(static_cast<size_t>(o.threads));
   if (coll.rooted && (o.root < 0 || o.root >= sh.nranks)) {
     if (sh.mpiRank == 0) fprintf(stderr, "root %d out of range [0, %d)\n", o.root, sh.nranks);
     MPI_Finalize();

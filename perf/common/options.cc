@@ -26,10 +26,10 @@ void usage(const char* prog) {
           "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c check 0/1]\n"
           "          [-t threads per process] [-d type|all] [-o op|all] [-r root] [-a 0-3] [-R 0/1]\n"
           "          [--baseline mpi|gloo|mpi,gloo|none] [--ceiling] [-J results.json] [--version]\n"
-          "  defaults: -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -d float -o sum -r 0 -a 1 -R 1 --baseline mpi\n"
+          "  defaults: -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -t 1 -d float -o sum -r 0 -a 1 -R 0 --baseline mpi\n"
           "  -b, -e: nccl-tests' size (the whole buffer), e.g. 8, 64K, 1.5M, 1G (powers of 1024)\n"
           "  -a: time across ranks 0 = rank 0's, 1 = mean (default), 2 = min, 3 = max\n"
-          "  -R: buffers (sncl's and the peers') from 1 = snclMemAlloc (default), 0 = the heap\n"
+          "  -R: sncl's buffers from 0 = the heap (default, as nccl-tests), 1 = snclMemAlloc; the peers' always from the heap\n"
           "  --baseline: peers run on the same buffers right after sncl, per size (default mpi;\n"
           "              peers need one rank per process, -t 1)\n"
           "  --ceiling: memcpy and a[i]+=b[i] bandwidth with every rank at once, and sncl's share of it\n"
@@ -102,7 +102,7 @@ bool parseOptions(int argc, char** argv, Options* o, bool* help) {
       case 'a': ok = parseInt(optarg, 0, 3, &o->average); break;
       case 'J': o->jsonPath = optarg; break;
       case 'R': {
-        int on = 1;
+        int on = 0;
         ok = parseInt(optarg, 0, 1, &on);
         o->sharedBuffers = on != 0;
         break;

@@ -36,7 +36,7 @@ struct Options {
   int root = 0;
   std::vector<Peer> peers{Peer::Mpi};  // --baseline; MPI when run under mpirun
   bool ceiling = false;
-  bool sharedBuffers = true;  // -R 1: buffers from snclMemAlloc; -R 0: from the heap
+  bool sharedBuffers = false;  // -R 1: buffers from snclMemAlloc; -R 0 (default): from the heap
   std::string jsonPath;  // -J
 };
 

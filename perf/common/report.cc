@@ -1,5 +1,6 @@
 #include "perf/common/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -28,6 +29,15 @@ nlohmann::json toJson(const Measure& m, bool checked) {
 //   broadcast       every rank but the root copies S in, the root out of place copies S: 1
 //   gather, scatter the root copies n-1 blocks of S/n (and its own): 1/n
 //   sendrecv        receive S: 1
+std::string placementText(const std::vector<std::string>& cpusOfRank) {
+  if (cpusOfRank.empty()) return "?";
+  if (std::all_of(cpusOfRank.begin(), cpusOfRank.end(), [&](const std::string& s) { return s == cpusOfRank[0]; }))
+    return "every rank " + cpusOfRank[0];
+  std::string out;
+  for (size_t r = 0; r < cpusOfRank.size(); ++r) out += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + cpusOfRank[r];
+  return out;
+}
+
 double minMovedFactor(const std::string& c, int nranks) {
   const double n = nranks;
   if (c == "all_reduce") return 2 * (n - 1) / n;
@@ -48,6 +58,9 @@ void Report::header() const {
   printf("# sncl %s: %d ranks (%d processes x %d threads), %zu..%zu bytes x%zu, %d iterations, time: %s\n",
          s_.collective.c_str(), s_.nranks, s_.processes, s_.threads, opt_.minBytes, opt_.maxBytes, opt_.stepFactor,
          opt_.iters, opt_.average == 0 ? "rank 0" : opt_.average == 1 ? "mean of ranks" : opt_.average == 2 ? "min of ranks" : "max of ranks");
+  printf("# buffers: %s; CPUs (affinity): %s\n",
+         opt_.sharedBuffers ? "snclMemAlloc (-R 1; the peers' from the heap)" : "heap (-R 0)", s_.placement.c_str());
+  printf("# sncl threading, rank 0: %s\n", s_.threading.c_str());
   if (s_.ceiling) {
     printf("# ceiling per rank, all ranks at once: memcpy %.2f GB/s, float a[i]+=b[i] %.2f GB/s; ceil%% = busbw / %s\n",
            s_.ceiling->copyGBs, s_.ceiling->addGBs, s_.reduces ? "a[i]+=b[i]" : "memcpy");

@@ -21,6 +21,10 @@ struct Measure {
   double movedBytes = -1;  // per rank per call, copied + reduced (snclCommGetCounters); -1: unknown
 };
 
+// Each rank's CPU list (its affinity when the benchmark started, indexed by rank) as one
+// header line's text: "every rank: 0-1", or "rank 0: 0, rank 1: 1".
+std::string placementText(const std::vector<std::string>& cpusOfRank);
+
 // The least a rank must move through memory per call of the collective, as a multiple of
 // the row's bytes S (mean over ranks; report.cc gives the formulas); -1: no formula.
 double minMovedFactor(const std::string& collective, int nranks);
@@ -44,6 +48,8 @@ class Report {
     int nranks = 0, processes = 0, threads = 0;
     std::vector<Peer> peers;        // the peers that run (columns)
     const Ceiling* ceiling = nullptr;  // --ceiling's figures, or none
+    std::string placement;          // each rank's CPUs, as placementText() gives them
+    std::string threading;          // rank 0's snclCommGetThreading text
   };
   Report(const Options& o, Setup setup) : opt_(o), s_(std::move(setup)) {}
 

@@ -212,6 +212,7 @@ class OfiTransport : public Transport {
   int nranks_ = 0;
   uint64_t commId_ = 0;
   bool setupDone_ = false;
+  WaitPolicy wait_;  // the comm's: spin before sleeping or not
   bool useCache_ = false;    // register user buffers (else: direct or bounce)
   bool bounce_ = false;
   bool checkData_ = false;   // the provider carries 8 bytes of remote CQ data

@@ -8,12 +8,11 @@
 
 namespace sncl::shm {
 
-void ShmCells::init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks, bool spin) {
+void ShmCells::init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks) {
   transport_ = transport;
   rank_ = rank;
   cellBytes_ = cellBytes;
   ranks_ = std::move(ranks);
-  spin_ = spin;
   calls_ = 0;
 }
 

@@ -25,7 +25,7 @@ class ShmCells final : public LocalCells {
     DoorbellRef bell;      // rung after this rank's publish when the rank sleeps
   };
   // ranks: every rank of the comm, this one included; cellBytes: the comm's agreed payload.
-  void init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks, bool spin);
+  void init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks);
   bool active() const { return cellBytes_ != 0; }
 
   size_t cellBytes() const override { return cellBytes_; }
@@ -35,7 +35,6 @@ class ShmCells final : public LocalCells {
   void publish(uint64_t call, uint64_t desc) override;
   bool published(int rank, uint64_t call) override { return loadAcquire(header(rank, call).call) >= call; }
   void wait(int rank, uint64_t call, int64_t maxMicros) override;
-  bool spin() const override { return spin_; }
   Result peerState(int rank) override;
   bool sharedBuffers() const override;
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) override;
@@ -51,7 +50,6 @@ class ShmCells final : public LocalCells {
   int rank_ = -1;
   size_t cellBytes_ = 0;
   uint64_t calls_ = 0;
-  bool spin_ = false;
   std::vector<Rank> ranks_;
 };
 

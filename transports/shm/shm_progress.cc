@@ -226,12 +226,12 @@ void ShmTransport::wait(int64_t maxMicros) {
   if (!connected_.load(std::memory_order_relaxed) || maxMicros <= 0) return;
   const auto start = Clock::now();
   const int64_t sleepMicros = std::min(maxMicros, kMaxSleepMicros);
-  const auto spinUntil = start + std::chrono::microseconds(std::min(spinMicros_, sleepMicros));
+  const auto spinUntil = start + std::chrono::microseconds(std::min(wait_.spinHere(), sleepMicros));
   do {
     if (mayProgress()) return;
     cpuRelax();
   } while (Clock::now() < spinUntil);
-  if (oversubscribed_) {
+  for (int i = 0; i < wait_.yields; ++i) {
     sched_yield();  // the peer this rank waits for may be waiting for this core
     if (mayProgress()) return;
   }

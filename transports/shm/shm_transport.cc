@@ -75,12 +75,6 @@ struct SharedProbe {
   ~SharedProbe() { sharedFree(mem); }
 };
 
-int cpusAvailable() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return CPU_COUNT(&set);
-}
-
 }  // namespace
 
 ShmTransport::~ShmTransport() {
@@ -139,7 +133,9 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   // With the mapping status goes whether this rank can read all its peers' memory: the
   // single-copy path is on for the comm only if every rank can (a sender cannot know
   // whether its receiver could read a descriptor).
-  chooseWaitPolicy(ctx);
+  // How waits wait: the comm's threading model, from the CPUs of the host's ranks.
+  oversubscribed_ = ctx.oversubscribed;
+  wait_ = ctx.wait;
   // By default only with more ranks than cores: there the FIFO's second copy costs a core
   // another rank needs, while with a core per rank both copies run at once and a send that
   // waits for its reader is slower (shm.h).
@@ -203,8 +199,8 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
                                           sharedBuffers ? ", shared buffers mapped in place" : "")
                             : std::string("off"),
             singleCopy_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10) : std::string("off"),
-            oversubscribed_ ? std::string("oversubscribed: no spinning")
-                            : fmt::format("spinning {} us before sleeping", spinMicros_));
+            wait_.spins() ? fmt::format("spinning {} us before sleeping", wait_.spinMicros)
+                          : std::string("oversubscribed: no spinning"));
   return snclSuccess;
 }
 
@@ -279,15 +275,6 @@ Result ShmTransport::connectPeers(const std::vector<std::string>& names) {
   return snclSuccess;
 }
 
-void ShmTransport::chooseWaitPolicy(const TransportContext& ctx) {
-  const uint64_t myBoot = (*ctx.peers)[rank_].bootId;
-  const auto localRanks =
-      std::count_if(ctx.peers->begin(), ctx.peers->end(), [&](const PeerInfo& info) { return info.bootId == myBoot; });
-  const int cpus = cpusAvailable();
-  // More ranks than cores: a spinning rank only delays the peer it waits for.
-  oversubscribed_ = localRanks > cpus;
-  spinMicros_ = oversubscribed_ ? 0 : kSpinBeforeSleepMicros;
-}
 
 void ShmTransport::setupCells(size_t agreedBytes) {
   if (agreedBytes == 0) return;
@@ -296,8 +283,7 @@ void ShmTransport::setupCells(size_t agreedBytes) {
   ranks[rank_] = {segment_->data() + header->cellsOffset, cellStride(header->cellBytes), bell_};
   for (Peer& p : peers_)
     ranks[p.rank] = {p.segment.cells(), cellStride(p.segment.header()->cellBytes), p.bell};
-  // Spinning on a core another rank needs only delays the rank waited for.
-  cells_.init(this, rank_, agreedBytes, std::move(ranks), !oversubscribed_);
+  cells_.init(this, rank_, agreedBytes, std::move(ranks));
 }
 
 void ShmTransport::abort() {

@@ -91,7 +91,6 @@ class ShmTransport : public Transport {
   // setup steps
   Result createSegment(const TransportContext& ctx, const std::vector<int>& peers);
   Result connectPeers(const std::vector<std::string>& names);
-  void chooseWaitPolicy(const TransportContext& ctx);
   bool probeSingleCopy(Peer& p, std::string* why);
 
   // posting and progress
@@ -130,7 +129,7 @@ class ShmTransport : public Transport {
   std::vector<Peer*> peerByRank_;  // nullptr for ranks not connected
   std::vector<Peer*> active_;      // peers with queued requests
   RequestPool pool_;
-  int64_t spinMicros_ = 0;
+  WaitPolicy wait_;  // the comm's (lib/comm/threading.h)
   bool oversubscribed_ = false;
   Clock::time_point lastStallCheck_;
   std::atomic<bool> connected_{false};  // setup finished: abort() may touch the pairs
