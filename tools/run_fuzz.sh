@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for a bounded time (CI: 30 s each):
 # the topology file parser and the topology cache reader.
-#   tools/run_fuzz.sh [seconds]      (default 30; build directory: build-fuzz)
+#   tools/run_fuzz.sh [seconds]      (default 30; 0: build only; build directory: build-fuzz)
 # Exits non-zero when a target crashes, leaks or times out; the reproducer is left in
 # build-fuzz/crashes/.
 set -euo pipefail
@@ -11,6 +11,7 @@ build="${SNCL_FUZZ_BUILD:-$root/build-fuzz}"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSNCL_FUZZ=ON -DSNCL_BUILD_TESTS=OFF -DSNCL_BUILD_PERF=OFF -DSNCL_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$build" -j2 --target fuzz_topo_file fuzz_graph_binary
+[[ $seconds == 0 ]] && exit 0
 mkdir -p "$build/crashes" "$build/corpus/topo_file" "$build/corpus/graph_binary"
 # Seeds: the checked-in corpus and the example topologies.
 "$build/fuzz/fuzz_topo_file" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

@@ -16,6 +16,7 @@ struct Entry {
   snclComm_t comm;      // nullptr: served by PMPI for good, or released
   snclStream_t stream;  // the stream of every served call on comm
   long order;           // agreed at build: larger on every member than any comm built before
+  bool drive = false;   // snclCommGetThreading's waiterDrives
 };
 
 std::mutex mu;
@@ -104,6 +105,8 @@ Entry* build(MPI_Comm comm) {
   }
   e->comm = c;
   e->stream = s;
+  snclThreading_t threading{};
+  e->drive = snclCommGetThreading(c, &threading) == snclSuccess && threading.waiterDrives;
   e->order = all[1];
   std::lock_guard<std::mutex> lock(mu);
   ++built;
@@ -123,7 +126,7 @@ Entry* find(MPI_Comm comm) {
 
 }  // namespace
 
-bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s) {
+bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (keyval == MPI_KEYVAL_INVALID &&
@@ -141,6 +144,7 @@ bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s) {
   }
   *c = e->comm;
   *s = e->stream;
+  *drive = e->drive;
   return e->comm != nullptr;
 }
 

@@ -18,7 +18,7 @@ namespace sncl_mpi {
 
 // The sncl comm and stream for comm; false when sncl cannot serve it (intercommunicator,
 // a failed init: every rank then agrees to fall back). Collective over comm on first use.
-bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s);
+bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive);
 
 // Before PMPI_Comm_free(comm): completes comm's requests, waits for its stream, meets the
 // other ranks in a PMPI_Barrier and destroys the sncl comm and stream.

@@ -108,8 +108,9 @@ std::optional<Target> served(MPI_Comm comm) {
   if (!init || fin || comm == MPI_COMM_NULL) return std::nullopt;
   snclComm_t c = nullptr;
   snclStream_t s = nullptr;
-  if (!commFor(comm, &c, &s)) return std::nullopt;
-  return Target{c, s};
+  bool drive = false;
+  if (!commFor(comm, &c, &s, &drive)) return std::nullopt;
+  return Target{c, s, drive};
 }
 
 int failed(snclResult_t r, Kind k, MPI_Comm comm) {
@@ -130,9 +131,16 @@ void driveMpiProgress() {
   PMPI_Iprobe(0, kProgressTag, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
 }
 
-// Set while this thread runs a blocking call inline: only the application's thread may
-// call MPI (a stream's thread may not, below MPI_THREAD_MULTIPLE).
+// Set while this thread runs sncl calls itself (a blocking call inline, or queued calls
+// that a query runs on the waiting thread when the rank has no spare core): only the
+// application's thread may call MPI (a stream's thread may not, below MPI_THREAD_MULTIPLE).
 thread_local bool runningInline = false;
+
+struct Inline {
+  Inline() : was(runningInline) { runningInline = true; }
+  ~Inline() { runningInline = was; }
+  bool was;
+};
 
 }  // namespace
 
@@ -140,7 +148,12 @@ void waitHook(void*) {
   if (runningInline) driveMpiProgress();
 }
 
-snclResult_t waitProgressing(const std::function<snclResult_t()>& query) {
+snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& query,
+                             const std::function<snclResult_t()>& sync) {
+  if (drive) {
+    Inline here;  // sncl runs the queued calls on this thread: its waits may drive MPI
+    return sync();
+  }
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const snclResult_t r = query();
@@ -158,9 +171,11 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
     // through the stream). MPI's progress goes on from sncl's waits through waitHook.
     Job none;  // a call without arrays or scratch allocates nothing here
     Job& j = job ? *job : none;
-    runningInline = true;
-    snclResult_t r = enqueue(Target{t.comm, nullptr}, j);
-    runningInline = false;
+    snclResult_t r;
+    {
+      Inline here;
+      r = enqueue(Target{t.comm, nullptr, t.drive}, j);
+    }
     if (r != snclSuccess) return failed(r, k, comm);
     if (j.after) j.after();
     return MPI_SUCCESS;
@@ -172,7 +187,8 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
   // Blocking: everything queued on the stream before this call runs first (MPI's order on
   // one communicator), so waiting for the stream waits for this call. Synchronize then
   // returns at once, with the first error of the calls it covered.
-  waitProgressing([&] { return snclStreamQuery(t.stream); });
+  waitProgressing(
+      t.drive, [&] { return snclStreamQuery(t.stream); }, [&] { return snclStreamSynchronize(t.stream); });
   r = snclStreamSynchronize(t.stream);
   if (r != snclSuccess) return failed(r, k, comm);
   if (job->after) job->after();

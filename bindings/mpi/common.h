@@ -47,6 +47,7 @@ constexpr const char* kCommWhy = "intercommunicator, failed sncl init, or MPI no
 struct Target {
   snclComm_t comm;
   snclStream_t stream;
+  bool drive = false;  // the comm's waiter runs queued work (snclCommGetThreading): wait by synchronizing
 };
 // nullopt when MPI serves comm (not initialized, finalized, null, intercommunicator, an
 // init that failed on some rank).
@@ -86,7 +87,10 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
 // rank posted) before it reaches the sncl call this rank waits for, as MPI's progress rule
 // allows. Yields first, then sleeps in short steps. Bounded by the sncl comm's deadlines,
 // which end every queued call.
-snclResult_t waitProgressing(const std::function<snclResult_t()>& query);
+// With drive (the rank has no spare core), sync instead: the queued calls then run on this
+// thread, whose sncl waits drive MPI's progress through waitHook.
+snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& query,
+                             const std::function<snclResult_t()>& sync);
 
 // The sncl comms' wait hook (snclCommSetWaitHook): drives MPI's progress while a blocking
 // call that run() runs on the application's thread waits for peers.

@@ -13,6 +13,7 @@ struct Pending {
   MPI_Request req = MPI_REQUEST_NULL;
   snclEvent_t event = nullptr;
   snclStream_t stream = nullptr;
+  bool drive = false;  // Target::drive
   MPI_Comm comm = MPI_COMM_NULL;
   Kind kind = kAllreduce;
   std::unique_ptr<Job> job;
@@ -57,7 +58,9 @@ int cancelFn(void*, int) { return MPI_SUCCESS; }  // a collective cannot be canc
 bool complete(Pending* p, bool wait) {
   if (p->done) return true;
   const snclResult_t r =
-      wait ? waitProgressing([p] { return snclEventQuery(p->event); }) : snclEventQuery(p->event);
+      wait ? waitProgressing(
+                 p->drive, [p] { return snclEventQuery(p->event); }, [p] { return snclEventSynchronize(p->event); })
+           : snclEventQuery(p->event);
   if (r == snclInProgress) return false;
   if (r == snclSuccess) {
     if (p->job->after) p->job->after();
@@ -92,6 +95,7 @@ bool completeDone(const std::vector<Pending*>& ours) {
 int startRequest(Kind k, MPI_Comm comm, const Target& t, std::unique_ptr<Job> job, MPI_Request* req) {
   auto* p = new Pending;
   p->stream = t.stream;
+  p->drive = t.drive;
   p->comm = comm;
   p->kind = k;
   p->job = std::move(job);

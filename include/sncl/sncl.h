@@ -142,7 +142,10 @@ snclResult_t snclStreamCreate(snclStream_t* stream);
 snclResult_t snclStreamDestroy(snclStream_t stream);
 /* Waits until every call enqueued so far finished; returns the first error among them. */
 snclResult_t snclStreamSynchronize(snclStream_t stream);
-/* snclSuccess when idle, snclInProgress while work is queued, or the first error. */
+/* snclSuccess when idle, snclInProgress while work is queued, or the first error. Never
+ * blocks. On a rank without a spare core (snclCommGetThreading's waiterDrives) queued work
+ * runs on the thread that synchronizes, or on the stream's thread if nobody synchronizes
+ * within a millisecond: a program that polls gets it done sooner by synchronizing. */
 snclResult_t snclStreamQuery(snclStream_t stream);
 
 /* Collectives. Each takes NCCL's arguments and in-place rules; counts are in elements.

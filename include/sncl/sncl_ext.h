@@ -95,7 +95,8 @@ snclResult_t snclEventDestroy(snclEvent_t event);
 /* Marks everything queued on stream so far (stream must not be NULL). */
 snclResult_t snclEventRecord(snclEvent_t event, snclStream_t stream);
 /* snclSuccess once the marked calls are done, snclInProgress before, or the first error of
- * a call it covers (as soon as that call failed; the error stays with the stream). */
+ * a call it covers (as soon as that call failed; the error stays with the stream). Never
+ * blocks, as snclStreamQuery. */
 snclResult_t snclEventQuery(snclEvent_t event);
 /* Waits until the marked calls are done; returns as snclEventQuery. Bounded as
  * snclStreamSynchronize is: by the deadlines of the comms of the queued calls. */
@@ -165,7 +166,7 @@ typedef struct {
   int hostCpus;        /* CPUs those ranks may use together */
   int oversubscribed;  /* 1: hostRanks > hostCpus: waits yield, then sleep; they never spin */
   int waiterDrives;    /* 1: work queued on a stream runs on the thread that waits for it
-                          (snclStreamSynchronize, snclEventSynchronize, snclStreamQuery);
+                          (snclStreamSynchronize, snclEventSynchronize);
                           0: on the stream's own thread, overlapping the caller */
   int spinMicros;      /* a wait spins this long before it sleeps (0: never) */
   char text[256];      /* the same in words, for logs and benchmark headers */

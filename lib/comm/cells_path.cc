@@ -51,7 +51,8 @@ CellsWait waitOf(snclComm* comm) {
   return wait;
 }
 
-Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined) {
+Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool stage, bool* interrupted,
+                 bool* declined) {
   CellsPath& c = comm->cells;
   LocalCells* cells = c.transport->localCells();
   if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
@@ -67,12 +68,9 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
   call.scratch = c.scratch.data();
   call.scratchBytes = c.scratch.size();
   call.cacheBytes = c.cacheBytes;
-  // Staging pays up to the planner's measured crossover (Tuning::stagedMaxBytes); past it,
-  // calls on buffers peers cannot map run the schedule. Every rank publishes whether it
-  // stages, and all decline alike if one does not (lib/exec/shared_colls.h).
+  // Every rank publishes whether it stages, and all decline alike if one does not
+  // (lib/exec/shared_colls.h).
   const size_t bytes = op.count * args.elemSize;
-  const uint64_t stagedMax = comm->planner->model().tuning().stagedMaxAt(comm->nranks);
-  const bool stage = c.stagePartBytes > 0 && bytes <= stagedMax;
   if (stage && !c.stage) {  // once per comm, at its first call that may stage
     void* area = nullptr;
     if (sharedAlloc(4 * c.stagePartBytes, &area) == snclSuccess) {
@@ -102,7 +100,8 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* i
                                : fmt::format("not every rank's buffers are shared (snclMemAlloc), and staging pays "
                                              "only up to {} bytes per rank with {} ranks (tuning: {}): the "
                                              "planner's schedule",
-                                             stagedMax, comm->nranks, comm->planner->model().tuning().source))
+                                             comm->planner->model().tuning().stagedMaxAt(comm->nranks),
+                                             comm->nranks, comm->planner->model().tuning().source))
               : staged ? std::string("algorithm staged (copied through the ranks' shared staging areas)")
                        : std::string("algorithm shared (peers' buffers read and written in place)"));
   }
@@ -156,25 +155,34 @@ void cellsInit(snclComm* comm) {
   }
 }
 
-bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq) {
+CallRoute routeCall(snclComm* comm, const CollOp& op, uint64_t seq) {
   CellsPath& c = comm->cells;
   CellsColl coll;
-  if (!c.transport || !cellsColl(op.coll, &coll)) return false;
+  // No transport has cells for every rank (or SNCL_ALGO forces the planner), or the
+  // collective has no cells form: the schedule.
+  if (!c.transport || !cellsColl(op.coll, &coll)) return {};
   LocalCells* cells = c.transport->localCells();
-  if (!cells) return false;
+  if (!cells) return {};
+  // A call some rank had reached when a fault hit runs the plan it chose then.
+  if (pinnedPlan(comm, seq)) return {};
   const size_t bytes = op.count * dtypeSize(op.dtype);
-  const bool small = coll != CellsColl::ReduceScatter && cellsFit(*cells, bytes);
-  if (!small && !(c.shared && bytes >= c.sharedMinBytes)) return false;
-  return pinnedPlan(comm, seq) == nullptr;
+  // Small: one cell round (Reduce-Scatter has no cells form of its own).
+  if (coll != CellsColl::ReduceScatter && cellsFit(*cells, bytes)) return {CallPath::Cells, false};
+  // Larger: on buffers every rank maps, from the shared path's threshold.
+  if (!c.shared || bytes < c.sharedMinBytes) return {};
+  // Buffers that are not shared go through staging areas up to the planner's measured
+  // crossover (Tuning::stagedMaxBytes); past it they are declined to the schedule.
+  const bool stage = c.stagePartBytes > 0 && bytes <= comm->planner->model().tuning().stagedMaxAt(comm->nranks);
+  return {CallPath::Shared, stage};
 }
 
-Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined) {
+Result runRoute(snclComm* comm, const CallRoute& route, const CollOp& op, const ExecArgs& args, bool* interrupted,
+                bool* declined) {
   *declined = false;
   CellsPath& c = comm->cells;
   LocalCells* cells = c.transport->localCells();
   if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
-  if (op.coll == CollType::ReduceScatter || !cellsFit(*cells, op.count * args.elemSize))
-    return sharedRun(comm, op, args, interrupted, declined);
+  if (route.path == CallPath::Shared) return sharedRun(comm, op, args, route.stage, interrupted, declined);
   CellsCall call;
   cellsColl(op.coll, &call.coll);
   call.input = args.input;  // the scaled copy for a pre-multiplied sum

@@ -1,12 +1,21 @@
-// The cells path of small collectives (lib/exec/cells.*): which calls of a comm take it
-// instead of the planner's schedule, and running one attempt of such a call.
+// Which path runs one attempt of a call, decided in one place (routeCall, top to bottom),
+// and running the paths other than the planner's schedule: the cells of small collectives
+// (lib/exec/cells.*) and the shared buffers or staging areas of larger ones
+// (lib/exec/shared_colls.*, lib/exec/staged_colls.*).
 //
-// Every rank must take it for the same calls, or one rank waits on its cells while another
-// waits for messages until the deadline. So it depends only on what all ranks agree on:
-// decided at init (a transport has cells for the whole comm, at a cell size agreed at its
-// setup; no SNCL_ALGO forcing an algorithm; SNCL_SHM_CELL_BYTES=0 turns it off), then per
-// call on the collective, its size, and whether a fault pinned the call's plan (calls
-// replayed or re-run after a catch-up run their kept schedules on every rank).
+// Every rank must take the same path for a call, or one rank waits on its cells while
+// another waits for messages until the deadline. So the route depends only on what all ranks
+// agree on: decided at init (a transport has cells for the whole comm, at a cell size agreed
+// at its setup; no SNCL_ALGO forcing an algorithm; SNCL_SHM_CELL_BYTES=0 turns it off), then
+// per call on the collective, its size, the planner's staging crossover and whether a fault
+// pinned the call's plan (calls replayed or re-run after a catch-up run their kept schedules
+// on every rank). Only the shared path looks at the buffers, and its ranks agree on them in
+// the call's first cell round (all read in place, all staged, or all declined to the
+// schedule).
+//
+// On which thread: whichever runs the call — a blocking call's caller, a group's worker for
+// a second comm, and for a stream the thread lib/comm/stream.cc picks from the comm's
+// threading model (lib/comm/threading.h): the one that waits for the call, or the stream's.
 #pragma once
 
 #include <cstdint>
@@ -51,12 +60,24 @@ struct CellsPath {
   uint64_t loggedShared = 0;       // log2 sizes whose first shared call was logged
 };
 
-// At init, after the transports: turns the path on or off and logs why.
+// At init, after the transports: turns the cells and shared paths on or off and logs why.
 void cellsInit(snclComm* comm);
-// Whether op (with sequence number seq) runs on the cells.
-bool cellsTake(snclComm* comm, const CollOp& op, uint64_t seq);
-// One attempt of op on the cells or shared buffers; *interrupted as
-// Executor::interrupted(); *declined: the buffers do not allow it, run the schedule.
-Result cellsRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool* interrupted, bool* declined);
+
+enum class CallPath : uint8_t {
+  Schedule,  // the planner's schedule, run by the executor over the transports
+  Cells,     // a small call through the shared-memory cells
+  Shared,    // peers' buffers read and written in place; through the ranks' staging areas
+             // if some buffer is not shared and stage is set; else declined to the schedule
+};
+struct CallRoute {
+  CallPath path = CallPath::Schedule;
+  bool stage = false;  // Shared: staging pays at this size (Tuning::stagedMaxBytes)
+};
+// The path of op (sequence number seq): the one decision per call.
+CallRoute routeCall(snclComm* comm, const CollOp& op, uint64_t seq);
+// One attempt of op on a route other than Schedule; *interrupted as Executor::interrupted();
+// *declined: the buffers do not allow it, run the schedule.
+Result runRoute(snclComm* comm, const CallRoute& route, const CollOp& op, const ExecArgs& args, bool* interrupted,
+                bool* declined);
 
 }  // namespace sncl

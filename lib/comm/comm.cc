@@ -222,15 +222,17 @@ std::string linkHealthSummary(const topo::Graph& g) {
 
 // One attempt of a schedule. With retry on, its failures are the agreement's to judge:
 // logged at INFO, and a call that fails for good says why at WARN when it returns.
-// Small calls of a comm whose ranks share memory run on its cells instead (lib/comm/cells_path.h),
-// decided per attempt: a fault's catch-up pins the call to its schedule on every rank.
+// Calls of a comm whose ranks share memory may take the cells or shared buffers instead:
+// routeCall (lib/comm/cells_path.h) decides, per attempt, since a fault's catch-up pins the
+// call to its schedule on every rank.
 Result runAttempt(snclComm* comm, const CollOp& op, const algo::Schedule& schedule, const ExecArgs& args,
                   bool* interrupted) {
   std::optional<ExpectedErrors> expected;
   if (comm->fault.retry) expected.emplace();
-  if (cellsTake(comm, op, args.seq)) {
+  const CallRoute route = routeCall(comm, op, args.seq);
+  if (route.path != CallPath::Schedule) {
     bool declined = false;
-    const Result r = cellsRun(comm, op, args, interrupted, &declined);
+    const Result r = runRoute(comm, route, op, args, interrupted, &declined);
     if (!declined) return r;
   }
   const Result r = comm->executor->run(schedule, args);

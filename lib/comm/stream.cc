@@ -52,9 +52,8 @@ bool snclStream::waiterDrivesHead() const {
   return false;
 }
 
-void snclStream::runHead(std::unique_lock<std::mutex>& lock) {
+void snclStream::runHead(std::unique_lock<std::mutex>& lock, bool onHelper) {
   const bool waiterDrives = waiterDrivesHead();
-  const bool onHelper = std::this_thread::get_id() == thread_.get_id();
   running_ = true;
   std::vector<sncl::GroupTask>& item = ring_[head_];  // stays in its slot until done
   lock.unlock();
@@ -100,7 +99,7 @@ void snclStream::serve() {
     const auto now = sncl::Clock::now();
     if (size_ > 0 && !running_) {
       if (stopping_ || !waiterDrivesHead() || now - headSince_ >= unclaimed) {
-        runHead(lock);
+        runHead(lock, true);
         continue;
       }
       workReady_.wait_until(lock, headSince_ + unclaimed);
@@ -119,7 +118,7 @@ void snclStream::serve() {
 void snclStream::waitFinished(std::unique_lock<std::mutex>& lock, uint64_t ticket, bool stopAtFailure) {
   while (finished_ < ticket && !(stopAtFailure && firstFailed_ < ticket)) {
     if (!running_ && waiterDrivesHead()) {
-      runHead(lock);
+      runHead(lock, false);
       continue;
     }
     workDone_.wait(lock);
@@ -141,8 +140,7 @@ sncl::Result snclStream::synchronize() {
 }
 
 sncl::Result snclStream::query() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (size_ > 0 && !running_ && waiterDrivesHead()) waitFinished(lock, queued_, true);
+  std::lock_guard<std::mutex> lock(mu_);
   if (size_ > 0) return snclInProgress;
   return error_;
 }

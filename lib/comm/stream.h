@@ -6,7 +6,7 @@
 // Who runs an item (lib/comm/threading.h): with a spare core, the stream's thread, at once,
 // so that the caller computes meanwhile. Without one (the stream was created on a thread
 // with one usable CPU, or a comm of the item has no core to spare), the thread that waits
-// for it (synchronize, an event wait, a query) runs it itself, as a blocking call would:
+// for it (synchronize, an event wait) runs it itself, as a blocking call would:
 // no hand-off to a thread on the same core, no wake-up to pay. The stream's thread then
 // runs only what nobody came for within kUnclaimedMicros, and its waits never spin. It
 // sleeps when idle.
@@ -34,8 +34,9 @@ struct snclStream {
   // Waits until everything queued so far has finished (running it, when the waiter drives);
   // returns and clears the first error.
   sncl::Result synchronize();
-  // InProgress while work is queued or running, else the first error (not cleared). When
-  // the waiter drives, first runs queued items nobody runs yet (a polling loop waits too).
+  // InProgress while work is queued or running, else the first error (not cleared). Never
+  // blocks: a query runs nothing (a polling caller gets the work done by the stream's
+  // thread within kUnclaimedMicros, or by its own synchronize).
   sncl::Result query();
 
   // Events. ticket(): items queued so far (an event recorded now covers items [0, ticket)).
@@ -63,8 +64,9 @@ struct snclStream {
   void serve();
   // Whether the head item is the waiter's to run.
   bool waiterDrivesHead() const;
-  // Runs the head item on this thread: lock held on entry and on return, released while it runs.
-  void runHead(std::unique_lock<std::mutex>& lock);
+  // Runs the head item on this thread (onHelper: the stream's own): lock held on entry and
+  // on return, released while it runs.
+  void runHead(std::unique_lock<std::mutex>& lock, bool onHelper);
   // Until finished_ >= ticket: runs the items itself when they are the waiter's and nobody
   // runs them yet, else sleeps until they finish.
   // stopAtFailure: return as soon as an item before ticket failed (events).

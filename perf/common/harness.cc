@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -390,7 +391,13 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
       }
     }
   }
+  // Max RSS of each process (of rank 0's process with -t > 1: its threads share it).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::vector<long> rss(o.threads == 1 ? size_t(sh->mpiSize) : 1, usage.ru_maxrss);
+  if (o.threads == 1) MPI_Gather(&usage.ru_maxrss, 1, MPI_LONG, rss.data(), 1, MPI_LONG, 0, MPI_COMM_WORLD);
   if (leader) {
+    report.setMaxRss(rss);
     report.footer();
     if (!o.jsonPath.empty() && !report.writeJson(o.jsonPath)) *exitCode = 1;
   }

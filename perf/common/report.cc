@@ -112,7 +112,13 @@ void Report::footer() const {
   printf("# Out of bounds values : %ld %s\n", totalWrong_, totalWrong_ ? "FAILED" : "OK");
   printf("# moved: bytes copied + reduced per rank per call (mean of ranks, sncl out of place) in units of the\n"
          "# row's size S; min: the least a rank must move (perf/common/report.cc: all_reduce 2(n-1)/n)\n");
-  printf("# Avg bus bandwidth    : %g\n#\n", rows_.empty() ? 0.0 : busSum_ / static_cast<double>(rows_.size()));
+  printf("# Avg bus bandwidth    : %g\n", rows_.empty() ? 0.0 : busSum_ / static_cast<double>(rows_.size()));
+  if (!maxRssKiB_.empty()) {
+    printf("# max RSS per %s (MiB; sncl, the peers and the harness's buffers):", maxRssKiB_.size() == 1 ? "process" : "rank");
+    for (long k : maxRssKiB_) printf(" %.1f", static_cast<double>(k) / 1024.0);
+    printf("\n");
+  }
+  printf("#\n");
   fflush(stdout);
 }
 
@@ -147,6 +153,7 @@ bool Report::writeJson(const std::string& path) const {
     rows.push_back(std::move(row));
   }
   j["rows"] = std::move(rows);
+  if (!maxRssKiB_.empty()) j["max_rss_kib"] = maxRssKiB_;
   std::ofstream out(path);
   out << j.dump(1) << "\n";
   if (!out) {

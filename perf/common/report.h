@@ -55,6 +55,8 @@ class Report {
 
   void header() const;
   void row(const Row& r);  // prints it and keeps it for JSON
+  // Max RSS in KiB of each process (getrusage), for the footer and the JSON.
+  void setMaxRss(std::vector<long> kib) { maxRssKiB_ = std::move(kib); }
   void footer() const;
   // false, with the reason on stderr, if the file cannot be written.
   bool writeJson(const std::string& path) const;
@@ -68,6 +70,7 @@ class Report {
   const Setup s_;
   std::vector<Row> rows_;
   long totalWrong_ = 0;
+  std::vector<long> maxRssKiB_;
   double busSum_ = 0;
 };
 
