@@ -13,11 +13,15 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Re
 cmake --build "$build" -j2 --target fuzz_topo_file fuzz_graph_binary
 [[ $seconds == 0 ]] && exit 0
 mkdir -p "$build/crashes" "$build/corpus/topo_file" "$build/corpus/graph_binary"
-# Seeds: the checked-in corpus and the example topologies.
+# The two targets run at once, one per core. Seeds: the checked-in corpus and the example
+# topologies; for the topology cache reader, small graphs in their binary form.
 "$build/fuzz/fuzz_topo_file" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -max_len=65536 -artifact_prefix="$build/crashes/" -print_final_stats=1 \
-  "$build/corpus/topo_file" "$root/fuzz/corpus/topo_file" "$root/topologies"
-# The topology cache reader; seeds: small graphs in their binary form.
+  "$build/corpus/topo_file" "$root/fuzz/corpus/topo_file" "$root/topologies" &
+topo_file=$!
+status=0
 "$build/fuzz/fuzz_graph_binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -max_len=65536 -artifact_prefix="$build/crashes/" -print_final_stats=1 \
-  "$build/corpus/graph_binary" "$root/fuzz/corpus/graph_binary"
+  "$build/corpus/graph_binary" "$root/fuzz/corpus/graph_binary" || status=1
+wait "$topo_file" || status=1
+exit $status
