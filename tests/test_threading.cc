@@ -89,6 +89,24 @@ struct CallThreads {
   }
 };
 
+// One rank's comm with its calls' threads recorded, and a stream; 0 from init() or the
+// step that failed (11 init, 12 profiler, 13 stream).
+struct ProfiledRank {
+  snclComm_t comm = nullptr;
+  snclStream_t stream = nullptr;
+  CallThreads threads;
+  int init(int rank, int nranks, const snclUniqueId& id, const char* progress) {
+    setenv("SNCL_PROGRESS", progress, 1);
+    if (snclCommInitRank(&comm, nranks, id, rank) != snclSuccess) return 11;
+    if (threads.attach(comm)) return 12;
+    return snclStreamCreate(&stream) == snclSuccess ? 0 : 13;
+  }
+  ~ProfiledRank() {
+    if (stream) snclStreamDestroy(stream);
+    if (comm) snclCommDestroy(comm);
+  }
+};
+
 bool pinTo(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -260,18 +278,13 @@ TEST_CASE("threading: stream work runs on the thread that waits, or on the strea
     INFO("SNCL_PROGRESS=" << progress);
     const bool caller = std::string(progress) == "caller";
     auto exits = test::runRanks(3, [&](int rank, int nranks, const snclUniqueId& id) {
-      setenv("SNCL_PROGRESS", progress, 1);
-      snclComm_t comm;
-      if (snclCommInitRank(&comm, nranks, id, rank) != snclSuccess) return 11;
-      CallThreads threads;
-      if (threads.attach(comm)) return 12;
-      snclStream_t stream;
-      if (snclStreamCreate(&stream) != snclSuccess) return 13;
+      ProfiledRank me;
+      if (const int failed = me.init(rank, nranks, id, progress)) return failed;
       std::mt19937_64 rng(seed);
       const int calls = 12;
       int bad = 0;
-      for (int k = 0; k < calls; ++k) bad += checkedAllReduce(comm, rank, nranks, rng, stream, k % 2 == 1);
-      const int mine = threads.on(std::this_thread::get_id());
+      for (int k = 0; k < calls; ++k) bad += checkedAllReduce(me.comm, rank, nranks, rng, me.stream, k % 2 == 1);
+      const int mine = me.threads.on(std::this_thread::get_id());
       // Polled calls run on the stream's thread (a query never runs work). The stream's
       // thread also takes an item nobody came for within a millisecond, which a descheduled
       // caller may miss now and then: most synchronized calls, not all, run on the caller.
@@ -280,8 +293,6 @@ TEST_CASE("threading: stream work runs on the thread that waits, or on the strea
         std::fprintf(stderr, "rank %d: %d of %d calls ran on the calling thread\n", rank, mine, calls);
         ++bad;
       }
-      snclStreamDestroy(stream);
-      snclCommDestroy(comm);
       return bad ? 20 + bad : 0;
     });
     CHECK(test::allSucceeded(exits));
@@ -291,28 +302,21 @@ TEST_CASE("threading: stream work runs on the thread that waits, or on the strea
 TEST_CASE("threading: stream work nobody waits for runs anyway", "[threading][ranks]") {
   const uint64_t seed = test::shared::testSeed();
   auto exits = test::runRanks(2, [&](int rank, int nranks, const snclUniqueId& id) {
-    setenv("SNCL_PROGRESS", "caller", 1);
-    snclComm_t comm;
-    if (snclCommInitRank(&comm, nranks, id, rank) != snclSuccess) return 11;
-    CallThreads threads;
-    if (threads.attach(comm)) return 12;
-    snclStream_t stream;
-    if (snclStreamCreate(&stream) != snclSuccess) return 13;
+    ProfiledRank me;
+    if (const int failed = me.init(rank, nranks, id, "caller")) return failed;
     std::mt19937_64 rng(seed);
     const size_t count = 1 + rng() % 100000;
     std::vector<int32_t> buf(count);
     test::fillInput(snclInt32, snclSum, rank, nranks, buf.data(), count);
-    if (snclAllReduce(buf.data(), buf.data(), count, snclInt32, snclSum, comm, stream) != snclSuccess) return 14;
+    if (snclAllReduce(buf.data(), buf.data(), count, snclInt32, snclSum, me.comm, me.stream) != snclSuccess) return 14;
     // No sncl call from here on until the call began: the stream's thread must run it.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (threads.count() == 0 && std::chrono::steady_clock::now() < deadline)
+    while (me.threads.count() == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    int bad = threads.count() == 0;
-    bad += snclStreamSynchronize(stream) != snclSuccess;
+    int bad = me.threads.count() == 0;
+    bad += snclStreamSynchronize(me.stream) != snclSuccess;
     bad += test::countWrong(snclInt32, snclSum, nranks, buf.data(), count) != 0;
-    bad += threads.on(std::this_thread::get_id()) != 0;
-    snclStreamDestroy(stream);
-    snclCommDestroy(comm);
+    bad += me.threads.on(std::this_thread::get_id()) != 0;
     return bad ? 20 + bad : 0;
   });
   CHECK(test::allSucceeded(exits));
