@@ -25,6 +25,7 @@
 // Public API only. Exit status 0 when nothing was wrong, failed or hung.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +94,9 @@ struct RankReport {
   double recoveryMs[kMaxRecoveries];
   double wallS;
   double bytes;
+  double maxRssMiB;       // of the rank's process, at its end
+  double retryPeakMiB;    // the most its retry history held at once (snclCommGetMemoryUsage)
+  double sinclMiB;        // what sncl held at the end, every part (totalBytes)
   char firstError[512];
 };
 
@@ -111,6 +115,19 @@ std::vector<std::string> twoPlaneLinks() {
       for (int e = 0; e < 4; ++e) links.push_back(endpointLink(n, e, p));
       char uplink[64];
       snprintf(uplink, sizeof uplink, "n%d.l1p%d-l2p%d.s0", n, p, p);
+      links.push_back(uplink);
+    }
+  return links;
+}
+
+// topologies/supernode-4x4.json: one plane, so an endpoint's only link is no choice; each
+// leaf's two spine uplinks are.
+std::vector<std::string> fourByFourLinks() {
+  std::vector<std::string> links;
+  for (int n = 0; n < 4; ++n)
+    for (int s = 0; s < 2; ++s) {
+      char uplink[64];
+      snprintf(uplink, sizeof uplink, "n%d.l1p0-l2p0.s%d", n, s);
       links.push_back(uplink);
     }
   return links;
@@ -195,6 +212,15 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   if (snclCommGetFaultStats(comm, &stats) == snclSuccess) reroutes = stats.reroutes;
   rep->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rep->reroutes = reroutes;
+  snclMemoryUsage_t mem{};
+  mem.size = sizeof(mem);
+  if (snclCommGetMemoryUsage(comm, &mem) == snclSuccess) {
+    rep->retryPeakMiB = double(mem.retryPeak) / (1 << 20);
+    rep->sinclMiB = double(mem.totalBytes) / (1 << 20);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  rep->maxRssMiB = double(ru.ru_maxrss) / 1024;
   snclCommDestroy(comm);
   return rep->errors || rep->wrong ? 1 : 0;
 }
@@ -205,6 +231,7 @@ struct SeedResult {
   uint64_t reroutes = 0;
   std::vector<double> recoveries;
   double wallS = 0, bytes = 0;
+  double maxRssMiB = 0, retryPeakMiB = 0, sinclMiB = 0;  // the largest of any rank
   std::string pulled;  // ofi: which rail went down, and where the ranks were
   bool interrupted = false;
 };
@@ -389,6 +416,9 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     res.reroutes = std::max(res.reroutes, rep.reroutes);
     res.wallS = std::max(res.wallS, rep.wallS);
     res.bytes += rep.bytes;
+    res.maxRssMiB = std::max(res.maxRssMiB, rep.maxRssMiB);
+    res.retryPeakMiB = std::max(res.retryPeakMiB, rep.retryPeakMiB);
+    res.sinclMiB = std::max(res.sinclMiB, rep.sinclMiB);
     res.recoveries.insert(res.recoveries.end(), rep.recoveryMs, rep.recoveryMs + rep.nrecoveries);
     if (rep.firstError[0] && !res.interrupted)
       fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
@@ -414,7 +444,8 @@ void usage() {
           "       chaos_soak --version\n"
           "  defaults: --ranks 8 --transport bus --topo (a default bus Clos) --seed 1 --seeds 1 --calls 1000\n"
           "            --max-bytes 4M --fault-rate 0.05 --faults down,degrade,jitter (ofi: rail) --injector 3\n"
-          "            --links (every endpoint and leaf uplink of the topology) --timeout-ms 20000 --deadline-s 900\n");
+          "            --links (every endpoint and leaf uplink of supernode-2plane-2x4.json; the leaf uplinks of\n"
+          "            supernode-4x4.json) --timeout-ms 20000 --deadline-s 900\n");
   exit(2);
 }
 
@@ -465,7 +496,8 @@ int main(int argc, char** argv) {
   if (o.ofi() && !faultsGiven) o.faults = "rail";
   if (o.ranks < 2 || o.ranks > 64 || o.calls < 0 || o.seeds < 1 || o.injector < 0 || o.injector >= o.ranks) usage();
   if (o.ofi() && (o.ranks % 2 || !o.topo.empty() || (o.faults != "rail" && o.faults != "none"))) usage();
-  if (o.links.empty()) o.links = twoPlaneLinks();
+  if (o.links.empty())
+    o.links = o.topo.find("supernode-4x4") != std::string::npos ? fourByFourLinks() : twoPlaneLinks();
   if (o.ofi()) {
     makeHosts();
     unsetenv("SNCL_TRANSPORT");  // shm inside a host, ofi between (by SNCL_HOSTID)
@@ -498,13 +530,18 @@ int main(int argc, char** argv) {
     all.reroutes += r.reroutes;
     all.wallS += r.wallS;
     all.bytes += r.bytes;
+    all.maxRssMiB = std::max(all.maxRssMiB, r.maxRssMiB);
+    all.retryPeakMiB = std::max(all.retryPeakMiB, r.retryPeakMiB);
+    all.sinclMiB = std::max(all.sinclMiB, r.sinclMiB);
     all.recoveries.insert(all.recoveries.end(), r.recoveries.begin(), r.recoveries.end());
   }
   if (gStop) fprintf(stderr, "chaos_soak: interrupted after %d seeds\n", seedsRun);
   printf("chaos: %d seeds x %d calls, %d ranks, %s: rank-ops %ld, wrong %d, errors %d, hangs %d, faults %d, "
-         "reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank\n",
+         "reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank; per rank at most: max RSS %.1f "
+         "MiB, sncl %.1f MiB at the end, retry history peak %.1f MiB\n",
          seedsRun, o.calls, o.ranks, o.ofi() ? "ofi (2 hosts, 2 rails)" : o.transport.c_str(), all.rankOps, all.wrong,
          all.errors, all.hangs, all.faults, (unsigned long long)all.reroutes, percentile(all.recoveries, 0.5),
-         percentile(all.recoveries, 0.99), all.wallS, all.wallS > 0 ? all.bytes / o.ranks / all.wallS / 1e6 : 0.0);
+         percentile(all.recoveries, 0.99), all.wallS, all.wallS > 0 ? all.bytes / o.ranks / all.wallS / 1e6 : 0.0,
+         all.maxRssMiB, all.sinclMiB, all.retryPeakMiB);
   return all.wrong || all.errors || all.hangs || gStop ? 1 : 0;
 }

@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,52 +32,10 @@ const int kLogSetup = (setenv("SNCL_DEBUG", "INFO", 0), setenv("SNCL_DEBUG_SUBSY
 constexpr int kRanks = 8;
 constexpr size_t kCount = 1u << 20;  // 4 MiB of floats
 
-std::string topologyFile(const char* name) {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind("/tests/")) + "/topologies/" + name;
-}
 
-struct Env {
-  explicit Env(const std::vector<std::pair<const char*, std::string>>& vars) {
-    for (auto& [k, v] : vars) {
-      setenv(k, v.c_str(), 1);
-      names.push_back(k);
-    }
-  }
-  ~Env() {
-    for (const char* k : names) unsetenv(k);
-  }
-  std::vector<const char*> names;
-};
 
-// Random floats: sums depend on the order of additions, so equal results mean the same
-// schedule ran on the same inputs.
-std::vector<float> randomInput(int rank, size_t count) {
-  std::mt19937 rng(1234 + rank);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-struct Outcome {
-  snclResult_t result = snclSuccess;
-  std::string message;
-  std::vector<float> out;
-};
-
-std::vector<Outcome> allReduce(std::vector<snclComm_t>& comms, bool inPlace = false) {
-  const int n = int(comms.size());
-  std::vector<Outcome> res(n);
-  test::onEveryRank(n, [&](int r) {
-    std::vector<float> in = randomInput(r, kCount);
-    res[r].out.assign(kCount, 0.0f);
-    if (inPlace) res[r].out = in;
-    res[r].result = snclAllReduce(inPlace ? res[r].out.data() : in.data(), res[r].out.data(), kCount, snclFloat32,
-                                  snclSum, comms[r], nullptr);
-    if (res[r].result != snclSuccess) res[r].message = snclGetLastError(comms[r]);
-  });
-  return res;
+std::vector<test::RankOutcome> allReduce(std::vector<snclComm_t>& comms, bool inPlace = false) {
+  return test::allReduceFloats(comms, kCount, inPlace);
 }
 
 snclFaultStats_t stats(snclComm_t c) {
@@ -118,7 +75,8 @@ class StderrCapture {
 
 TEST_CASE("fault: a link lost mid-All-Reduce is rerouted; results bit-exact, logged, counted", "[fault]") {
   (void)kLogSetup;
-  Env env({{"SNCL_TOPO_FILE", topologyFile("supernode-2plane-2x4.json")}, {"SNCL_BUS_DETECT_US", "50"}});
+  test::ScopedEnv env{{"SNCL_TOPO_FILE", test::topologyPath("supernode-2plane-2x4.json")},
+                      {"SNCL_BUS_DETECT_US", "50"}};
   for (bool inPlace : {false, true}) {
     INFO("in place: " << inPlace);
     auto comms = test::busComms(kRanks, "link=n0.e1-n0.l1p0:down@op=2");
@@ -155,7 +113,7 @@ TEST_CASE("fault: a link lost mid-All-Reduce is rerouted; results bit-exact, log
 }
 
 TEST_CASE("fault: a slow detector still converges (only the ring neighbours of the link see it)", "[fault]") {
-  Env env({{"SNCL_TOPO_FILE", topologyFile("supernode-2plane-2x4.json")}, {"SNCL_ALGO", "ring"}});
+  test::ScopedEnv env{{"SNCL_TOPO_FILE", test::topologyPath("supernode-2plane-2x4.json")}, {"SNCL_ALGO", "ring"}};
   auto comms = test::busComms(kRanks, "link=n1.e2-n1.l1p1:down@op=2");
   REQUIRE(comms.size() == size_t(kRanks));
   auto healthy = allReduce(comms);
@@ -179,7 +137,7 @@ TEST_CASE("fault: a slow detector still converges (only the ring neighbours of t
 }
 
 TEST_CASE("fault: a lost link that is the only path fails every rank, naming it", "[fault]") {
-  Env env({{"SNCL_BUS_DETECT_US", "50"}, {"SNCL_RETRY", "1"}});
+  test::ScopedEnv env{{"SNCL_BUS_DETECT_US", "50"}, {"SNCL_RETRY", "1"}};
   unsetenv("SNCL_TOPO_FILE");
   auto comms = test::busComms(kRanks, "link=n0.e1-n0.l1p0:down@op=2");
   REQUIRE(comms.size() == size_t(kRanks));

@@ -89,12 +89,14 @@ typedef struct {
   const char* commName; /* shown in logs */
   int splitShare;       /* snclCommSplit: accepted for NCCL compatibility; a split comm
                            always gets resources of its own */
+  size_t memBudget;     /* bytes a rank may hold of its calls' inputs for fault retry
+                           (docs/faults.md, "Memory"); 0: SNCL_MEM_BUDGET or 1 GiB */
 } snclConfig_t;
 
 #define SNCL_CONFIG_INITIALIZER                                                  \
   {                                                                              \
     sizeof(snclConfig_t), 0x5c1c0f16u, SNCL_VERSION_CODE, SNCL_CONFIG_UNDEF_INT, \
-        SNCL_CONFIG_UNDEF_INT, NULL, SNCL_CONFIG_UNDEF_INT                       \
+        SNCL_CONFIG_UNDEF_INT, NULL, SNCL_CONFIG_UNDEF_INT, 0                    \
   }
 
 /* Version as SNCL_VERSION_CODE. */

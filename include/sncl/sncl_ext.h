@@ -59,6 +59,33 @@ typedef struct {
 /* Works on every comm (the bus fields stay 0 without a bus). */
 snclResult_t snclCommGetFaultStats(snclComm_t comm, snclFaultStats_t* out);
 
+/* What one rank of comm holds in memory, by part (docs/faults.md, "Memory"). The retry
+ * history is the part that grows with the calls: bounded by the budget (SNCL_MEM_BUDGET,
+ * snclConfig_t.memBudget; 1 GiB by default). Set size to sizeof(snclMemoryUsage_t). */
+typedef struct {
+  size_t size;
+  uint64_t budget;          /* the retry budget: what the history may hold */
+  uint64_t retryHeld;       /* inputs kept now for ranks that may still be in their calls */
+  uint64_t retryPeak;       /* the most held at once */
+  uint64_t retryResident;   /* pages of the history touched so far: what it costs in RSS */
+  uint64_t retryKept;       /* inputs copied */
+  uint64_t retrySkipped;    /* finished calls not copied: every rank had finished them */
+  uint64_t retryWaits;      /* waits for every rank to finish a call, to make room */
+  uint64_t retryDropped;    /* kept calls let go early (ranks on several hosts, over budget) */
+  uint64_t retryNotKept;    /* calls larger than the budget (a fault in them fails: docs/faults.md) */
+  uint64_t retryOverBudget; /* inputs kept past the budget for a fault round's re-run */
+  uint64_t scratchBytes;    /* schedule scratch and a catch-up's replay buffers */
+  uint64_t scheduleBytes;   /* the built schedules' steps */
+  uint64_t transportBytes;  /* transports' segments (shm FIFOs and cells, bus state) and slot pools */
+  uint64_t stagingBytes;    /* staging areas of calls on buffers peers cannot map */
+  uint64_t traceBytes;      /* the trace's event buffer (SNCL_TRACE) */
+  uint64_t boardBytes;      /* the progress board the ranks of one machine share */
+  uint64_t totalBytes;      /* the sum of the parts above (retryResident for the history) */
+} snclMemoryUsage_t;
+
+/* Waits for a call running on comm to end, then fills *out. */
+snclResult_t snclCommGetMemoryUsage(snclComm_t comm, snclMemoryUsage_t* out);
+
 /* The plan this comm's planner chooses now for a collective ("allreduce", "allgather",
  * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "scan",
  * "exscan"; not the v-forms, which a size does not describe) of bytes (the

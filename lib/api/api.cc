@@ -212,6 +212,7 @@ Result splitConfig(const snclComm* parent, const snclConfig_t* given, snclConfig
   if (out->timeoutMs == SNCL_CONFIG_UNDEF_INT || out->timeoutMs <= 0)
     out->timeoutMs = static_cast<int>(std::min<int64_t>(parent->timeoutMs, INT32_MAX));
   if (!out->commName) out->commName = parent->name.c_str();
+  if (!out->memBudget) out->memBudget = parent->history.budget;
   return snclSuccess;
 }
 

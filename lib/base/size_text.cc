@@ -1,6 +1,7 @@
 #include "lib/base/size_text.h"
 
 #include <cctype>
+#include <cstdio>
 
 namespace sncl {
 
@@ -51,6 +52,17 @@ bool parseSize(std::string_view text, uint64_t* bytes) {
   if (frac > UINT64_MAX - base) return false;
   *bytes = base + frac;
   return true;
+}
+
+std::string sizeText(uint64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = double(bytes);
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  if (u == 0 || v == double(uint64_t(v))) snprintf(buf, sizeof(buf), "%llu %s", (unsigned long long)v, units[u]);
+  else snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
+  return buf;
 }
 
 }  // namespace sncl

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace sncl {
 
 bool parseSize(std::string_view text, uint64_t* bytes);
+// The other way, for messages: "512 B", "64 KiB", "1.5 GiB" (at most one decimal).
+std::string sizeText(uint64_t bytes);
 
 }  // namespace sncl

@@ -7,38 +7,6 @@
 
 namespace sncl {
 
-void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShape& shape, const ExecArgs& args) {
-  if (!comm->fault.retry) return;
-  CallRecord& rec = comm->history.calls[args.seq % kKeptCalls];
-  rec.valid = false;
-  rec.seq = args.seq;
-  rec.op = op;
-  rec.plan = plan;
-  rec.shape = shape;
-  rec.shape.layout = rec.op.layout.empty() ? nullptr : rec.op.layout.data();  // the caller's copy goes away
-  rec.args = args;
-  // What the schedule reads: a pre-multiplied sum's scaled copy, an in-place input before
-  // the call overwrites it.
-  const size_t bytes = inputCount(op, comm->nranks) * args.elemSize;
-  if (rec.input.size() < bytes) rec.input.resize(bytes);
-  if (bytes && args.input) memcpy(rec.input.data(), args.input, bytes);
-  rec.valid = true;
-}
-
-const char* keptInput(const snclComm* comm, uint64_t seq) {
-  return comm->history.calls[seq % kKeptCalls].input.data();
-}
-
-uint64_t oldestKept(const snclComm* comm, uint64_t seq) {
-  uint64_t oldest = seq;
-  while (oldest > 0 && seq - oldest < uint64_t(kKeptCalls) - 1) {
-    const CallRecord& rec = comm->history.calls[(oldest - 1) % kKeptCalls];
-    if (!rec.valid || rec.seq != oldest - 1) break;
-    --oldest;
-  }
-  return oldest;
-}
-
 void keptPlans(const snclComm* comm, uint64_t seq, const Plan* current, std::vector<std::pair<uint64_t, Plan>>* out) {
   out->clear();
   for (uint64_t s = oldestKept(comm, seq); s < seq; ++s) out->push_back({s, comm->history.calls[s % kKeptCalls].plan});
@@ -46,7 +14,7 @@ void keptPlans(const snclComm* comm, uint64_t seq, const Plan* current, std::vec
 }
 
 const Plan* pinnedPlan(const snclComm* comm, uint64_t seq) {
-  const CallHistory& h = comm->history;
+  const ReplayState& h = comm->replay;
   if (h.pinned.empty() || seq > h.pinnedUntil) return nullptr;
   for (const auto& [s, plan] : h.pinned)
     if (s == seq) return &plan;
@@ -54,12 +22,13 @@ const Plan* pinnedPlan(const snclComm* comm, uint64_t seq) {
 }
 
 Result catchUp(snclComm* comm, const Decision& d, uint64_t seq) {
-  CallHistory& h = comm->history;
+  ReplayState& h = comm->replay;
   h.pinned = d.plans;
   h.pinnedUntil = d.highSeq;
   for (uint64_t s = d.catchUpSeq; s < seq; ++s) {
-    CallRecord& rec = h.calls[s % kKeptCalls];
-    if (!rec.valid || rec.seq != s)
+    const CallRecord& rec = comm->history.calls[s % kKeptCalls];
+    const char* input = keptInput(comm, s);
+    if (!rec.valid || rec.seq != s || !input)
       return fail(snclInternalError, "rank {}: asked to replay call #{} but did not keep it", comm->rank, s + 1);
     comm->planner->build(rec.plan, rec.shape, &h.schedule);
     const size_t scratchBytes = h.schedule.scratchCount * rec.args.elemSize;
@@ -67,7 +36,7 @@ Result catchUp(snclComm* comm, const Decision& d, uint64_t seq) {
     if (h.scratch.size() < scratchBytes) h.scratch.resize(scratchBytes);
     if (h.sink.size() < outBytes) h.sink.resize(outBytes);
     ExecArgs args = rec.args;
-    args.input = rec.input.data();
+    args.input = input;
     args.output = h.sink.data();  // this rank's result of the call stands: it returned it
     args.scratch = h.scratch.data();
     const Result r = comm->executor->run(h.schedule, args);
@@ -77,6 +46,9 @@ Result catchUp(snclComm* comm, const Decision& d, uint64_t seq) {
     log::info(log::Subsys::Fault, "comm {} rank {}: replayed call #{} ({}) for the ranks still in it", comm->name,
               comm->rank, s + 1, collName(rec.op.coll));
   }
+  // Replays are rare: their buffers go (what the comm holds stays what its budget says).
+  std::vector<char>().swap(h.scratch);
+  std::vector<char>().swap(h.sink);
   return snclSuccess;
 }
 

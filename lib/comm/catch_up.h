@@ -4,13 +4,13 @@
 // and go on (a Broadcast's root, a call of zero elements, for several calls) while its
 // peers fail in k. The fault agreement (lib/comm/fault.*) then sees ranks in calls k..k+j.
 // Those ahead cannot re-run from the caller's buffers (the caller owns them again), so
-// while retry is on each rank keeps its last kKeptCalls calls: the input the schedule
-// read, the plan and the shape. After the agreement every call from k on is run once more
-// by every rank, in order: a rank still in it re-runs it, a rank that finished it replays
-// it from what it kept (its result goes nowhere: it returned one already), and a rank that
-// had not reached it runs it when it gets there. Every rank runs call k+i on the plan the
-// first ranks to reach it chose (the decision pins them), so the re-run's results are bit
-// for bit the ones the others returned.
+// while retry is on each rank keeps what it may still need of its calls (lib/comm/history.h).
+// After the agreement every call from k on is run once more by every rank, in order: a
+// rank still in it re-runs it, a rank that finished it replays it from what it kept (its
+// result goes nowhere: it returned one already), and a rank that had not reached it runs
+// it when it gets there. Every rank runs call k+i on the plan the first ranks to reach it
+// chose (the decision pins them), so the re-run's results are bit for bit the ones the
+// others returned.
 #pragma once
 
 #include <cstdint>
@@ -20,30 +20,16 @@
 #include "algorithms/schedule.h"
 #include "lib/base/error.h"
 #include "lib/comm/fault.h"
-#include "lib/comm/op.h"
-#include "lib/exec/executor.h"
+#include "lib/comm/history.h"
 #include "lib/plan/planner.h"
 
 struct snclComm;
 
 namespace sncl {
 
-constexpr int kKeptCalls = 8;
-
-// One kept collective. Buffers grow, then are reused.
-struct CallRecord {
-  bool valid = false;
-  uint64_t seq = 0;
-  CollOp op;  // its buffers are the caller's again: never read
-  Plan plan;
-  CollShape shape;
-  ExecArgs args;          // elemSize, reduce
-  std::vector<char> input;
-};
-
-// The last kKeptCalls collectives, by seq % kKeptCalls, and what a replay runs in.
-struct CallHistory {
-  CallRecord calls[kKeptCalls];
+// What a replay runs in (freed after it: replays are rare), and the plans the last
+// agreement pinned.
+struct ReplayState {
   algo::Schedule schedule;
   std::vector<char> scratch, sink;
   // Plans the agreement pinned for calls up to pinnedUntil (inclusive).
@@ -51,12 +37,6 @@ struct CallHistory {
   uint64_t pinnedUntil = 0;
 };
 
-// Before call seq runs (retry on only): keeps its input, plan and shape.
-void keepCall(snclComm* comm, const CollOp& op, const Plan& plan, const CollShape& shape, const ExecArgs& args);
-// The input keepCall kept of call seq (the call in flight), which a re-run restores.
-const char* keptInput(const snclComm* comm, uint64_t seq);
-// The lowest call this rank can replay, given it is in call seq (seq: none kept).
-uint64_t oldestKept(const snclComm* comm, uint64_t seq);
 // The plans of the calls this rank kept, and of call seq's (current) plan unless it is
 // nullptr (this rank has not reached call seq).
 void keptPlans(const snclComm* comm, uint64_t seq, const Plan* current, std::vector<std::pair<uint64_t, Plan>>* out);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -28,6 +29,7 @@ struct InitInfo {
   uint64_t nonce;  // rank 0's becomes part of the comm id, so that comms made from one
                    // SNCL_COMM_ID address one after another get distinct shm names
   CpuSummary cpus;  // for the threading model (lib/comm/threading.h)
+  SharedRef board;  // rank 0's: where the progress board is (lib/comm/progress_board.h)
 };
 
 PeerInfo localPeerInfo(int rank) {
@@ -179,10 +181,16 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   infos[rank].cpus = cpusOfThisThread();
   if (getrandom(&infos[rank].nonce, sizeof(uint64_t), 0) != sizeof(uint64_t))
     return fail(snclSystemError, "getrandom failed: {}", strerror(errno));
+  if (rank == 0) comm->board.create(nranks, &infos[0].board);
   SNCL_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo), deadline));
   comm->peers.resize(nranks);
   std::vector<CpuSummary> cpus(nranks);
-  for (int r = 0; r < nranks; ++r) comm->peers[r] = infos[r].peer, cpus[r] = infos[r].cpus;
+  bool allLocal = true;
+  for (int r = 0; r < nranks; ++r) {
+    comm->peers[r] = infos[r].peer, cpus[r] = infos[r].cpus;
+    allLocal &= infos[r].peer.hostId == infos[0].peer.hostId && infos[r].peer.bootId == infos[0].peer.bootId;
+  }
+  comm->board.attach(rank, nranks, allLocal, infos[0].board);
   SNCL_CHECK(decideThreads(rank, comm->peers, cpus, &comm->threads));
   log::info(log::Subsys::Init, "comm {} rank {}: {}", comm->name, rank, comm->threads.describe());
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
@@ -196,6 +204,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   SNCL_CHECK(setupPlanner(comm));
   faultInit(comm);
+  historyInit(comm, config && config->size >= offsetof(snclConfig_t, memBudget) + sizeof(size_t) ? config->memBudget : 0);
   cellsInit(comm);
   observeInit(comm);
   return snclSuccess;
@@ -242,7 +251,7 @@ Result runAttempt(snclComm* comm, const CollOp& op, const algo::Schedule& schedu
 
 // Runs the schedule until it succeeds or the comm's ranks agree it cannot: a lost link
 // with another route is marked down, the transports reset and the call re-run from its
-// preserved input (an in-place input comes back from the copy keepCall made before the
+// preserved input (an in-place input comes back from the copy keepStart made before the
 // first attempt). Ranks that are
 // behind the others are caught up first: this rank replays the calls it finished since
 // (lib/comm/catch_up.h).
@@ -258,7 +267,12 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   for (int attempt = 1;; ++attempt) {
     bool interrupted = false;
     Result r = runAttempt(comm, op, comm->schedule, args, &interrupted);
-    if (r == snclSuccess && !faultPending(comm)) break;
+    // Finished here: what is kept of the call for peers still in it (lib/comm/history.h).
+    // A fault round that reaches this rank meanwhile finds it as one still in the call.
+    if (r == snclSuccess && !faultPending(comm)) {
+      r = keepFinished(comm, op, args, &interrupted);
+      if (r == snclSuccess && !interrupted) break;
+    }
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
@@ -270,13 +284,16 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
-    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts, &plan, &d));
+    // An in-place input that was not kept (larger than the budget) cannot be restored.
+    const bool restorable = !restore || keptInput(comm, args.seq);
+    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts && restorable,
+                          &plan, &d));
     if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
                                                                             comm->rank, d.message));
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
     if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
-    if (restore) memcpy(const_cast<char*>(in), keptInput(comm, args.seq), inBytes);
+    if (restore && keptInput(comm, args.seq)) memcpy(const_cast<char*>(in), keptInput(comm, args.seq), inBytes);
   }
   if (failedAt == 0) return snclSuccess;
   // The call came through a lost link: say what, after which call, at what cost.
@@ -350,7 +367,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
   for (auto& t : comm->transports) t->callBegin();
-  keepCall(comm, op, plan, shape, args);
+  keepStart(comm, op, plan, shape, args);
   const Result r = runWithRetry(comm, op, plan, args);
   for (auto& t : comm->transports) t->callEnd();
   if (r != snclSuccess) {

@@ -17,9 +17,11 @@
 #include "lib/comm/cells_path.h"
 #include "lib/comm/fault.h"
 #include "lib/comm/group.h"
+#include "lib/comm/history.h"
 #include "lib/comm/observe.h"
 #include "lib/comm/op.h"
 #include "lib/comm/p2p_group.h"
+#include "lib/comm/progress_board.h"
 #include "lib/comm/redop.h"
 #include "lib/comm/threading.h"
 #include "lib/exec/executor.h"
@@ -83,7 +85,9 @@ struct snclComm {
   std::atomic<bool> finalized{false};
   std::atomic<int> inflight{0};  // queued or running stream work
   sncl::FaultState fault;        // detection, agreement, retry, shrink (lib/comm/fault.h)
-  sncl::CallHistory history;     // the last calls, for ranks still in them after a fault (lib/comm/catch_up.h)
+  sncl::ProgressBoard board;     // how many calls each rank finished, where they share memory
+  sncl::CallHistory history;     // what is kept of the last calls, for ranks still in them after a fault (lib/comm/history.h)
+  sncl::ReplayState replay;      // a catch-up's replays and pinned plans (lib/comm/catch_up.h)
   sncl::Observation obs;         // status, profiler hook, trace (lib/comm/observe.h)
   std::shared_ptr<sncl::CompressState> compress;
   sncl::CellsPath cells;         // small collectives on shared-memory cells (lib/comm/cells_path.h)  // compressed All-Reduce's scratch and setting

@@ -325,7 +325,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
                ? fmt::format("ranks were in calls #{} to #{} when the fault hit; at most {} calls apart are caught up",
                              lowSeq + 1, highEnd, kKeptCalls)
                : fmt::format("ranks were in calls #{} to #{} when the fault hit, and those ahead did not keep the "
-                             "calls in between (SNCL_RETRY=0 on some rank?)", lowSeq + 1, highEnd);
+                             "calls in between (SNCL_RETRY=0 on some rank, or calls larger than its retry "
+                             "budget SNCL_MEM_BUDGET?)", lowSeq + 1, highEnd);
   } else if (inGroups && overflow) {
     d.verdict = int32_t(Verdict::Failed);
     text = fmt::format("a group of sends and receives was in flight, and a rank has exchanged messages with more "
@@ -351,7 +352,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       d.verdict = int32_t(Verdict::LinkLost);
       text = fmt::format("{} {} down: {}", railsLost ? lost : "link " + linkList(g, links),
                          links.size() + size_t(__builtin_popcount(railsLost)) > 1 ? "are" : "is",
-                         routed ? "retry is off (SNCL_RETRY=0) or its attempts are used up" : unreachable);
+                         routed ? "retry is off (SNCL_RETRY=0), its attempts are used up, or an in-place call "
+                                  "larger than the retry budget (SNCL_MEM_BUDGET) was not kept" : unreachable);
     }
   } else if (needCatchUp) {
     d.verdict = int32_t(Verdict::Failed);
@@ -473,6 +475,7 @@ void faultInit(snclComm* comm) {
 bool faultPoll(snclComm* comm) {
   FaultState& f = comm->fault;
   if (f.revoked.load(std::memory_order_relaxed)) return true;
+  if (f.pulledBy >= 0) return true;  // pulled in while it waited between calls (lib/comm/history.cc)
   const double now = nowSeconds();
   if (now - f.lastPollS < kPollIntervalS) return false;
   f.lastPollS = now;

@@ -23,9 +23,9 @@ int depthOf(int rank) {
 }  // namespace
 
 std::vector<size_t> initGatherBytes() {
-  // PeerInfo (88) + nonce + CpuSummary (16); uint64_t transport mask; bus Record {int32,
+  // PeerInfo (88) + nonce + CpuSummary (16) + the progress board SharedRef (32); uint64_t transport mask; bus Record {int32,
   // char[92]}; int32 status.
-  return {112, 8, 96, 4};
+  return {144, 8, 96, 4};
 }
 
 RankTraffic allGatherTraffic(int rank, int nranks, size_t bytesPerRank) {

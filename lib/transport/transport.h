@@ -173,6 +173,9 @@ class Transport {
   // Adds this transport's counters to *out; any thread may ask (relaxed reads). Transports
   // that do not count leave it as it is.
   virtual void addCounters(TransportCounters* out) const { (void)out; }
+  // Bytes it allocated for this rank: segments (FIFOs, cells), pools of registered slots.
+  // A segment the ranks share counts whole on each. Asked between the comm's calls.
+  virtual size_t memoryBytes() const { return 0; }
   // Cells shared by every rank of the comm (LocalCells), when this transport serves all the
   // comm's other ranks and has them; nullptr otherwise. A reset replaces them: ask again
   // after one, never keep the pointer across calls.

@@ -278,6 +278,10 @@ void BusTransport::observedFaults(std::vector<uint32_t>* links, std::vector<int>
 // Every rank stopped posting (the comm's decision came after all reported). Requests and
 // arrival rings start over, the bytes in flight go with the old shm transport, and routes
 // follow the topology, where the agreed links are now down.
+size_t BusTransport::memoryBytes() const {
+  return (inner_ ? inner_->memoryBytes() : 0) + (state_ ? state_->bytes() : 0);
+}
+
 Result BusTransport::reset(uint32_t attempt, Deadline deadline) {
   (void)deadline;  // the inner setup keeps the comm's own
   if (!state_) return fail(snclInvalidUsage, "bus: reset before setup");

@@ -121,6 +121,7 @@ Result SharedState::open(const TransportContext& ctx, uint64_t key, uint32_t nli
     if (statuses[k] != snclSuccess)
       return fail(snclRemoteError, "bus: rank {} could not map the bus segment ({})", k,
                   resultName(Result(statuses[k])));
+  s->bytes_ = l.total;
   *out = std::move(s);
   return snclSuccess;
 }

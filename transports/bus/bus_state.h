@@ -103,6 +103,7 @@ class SharedState {
   size_t channelCount() const { return size_t(header_->nlinks) * 2; }
   LinkHealth& link(uint32_t l) const { return links_[l]; }
   RankHealth& rank(int r) const { return ranks_[r]; }
+  size_t bytes() const { return bytes_; }
   // Ring of the ordered pair src -> dst.
   ArrivalEntry* ring(int src, int dst) const {
     return rings_ + (size_t(src) * header_->nranks + size_t(dst)) * header_->ringEntries;
@@ -120,6 +121,7 @@ class SharedState {
   void bind(char* base);
 
   std::shared_ptr<void> keep_;  // the mapping (or the in-process segment)
+  size_t bytes_ = 0;
   Header* header_ = nullptr;
   Channel* channels_ = nullptr;
   LinkHealth* links_ = nullptr;

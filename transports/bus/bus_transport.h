@@ -65,6 +65,7 @@ class BusTransport : public Transport, public BusControl {
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
   bool linkBackUp(uint32_t link) const override;
   Result reset(uint32_t attempt, Deadline deadline) override;
+  size_t memoryBytes() const override;
 
   Result injectFaults(std::string_view spec) override;
   Result linkCounters(std::string_view link, snclBusCounters_t* out) const override;

@@ -237,6 +237,7 @@ Result OfiTransport::allocatePools(const std::vector<int>& peers) {
       return fail(snclSystemError, "ofi: cannot allocate {} peers x {} slots of {} bytes (SNCL_OFI_SLOTS, "
                   "SNCL_OFI_CHUNK_SIZE)", npeers, nSlots_, slotBytes);
     memset(mem->get(), 0, nOps * slotBytes);
+    poolBytes_ += nOps * slotBytes;
     void* desc = nullptr;
     if (registerSlots) SNCL_CHECK(registrar_.registerOwned(mem->get(), nOps * slotBytes, &desc));
     for (size_t i = 0; i < nOps; ++i) {

@@ -96,6 +96,7 @@ class OfiTransport : public Transport {
 
   const char* name() const override { return "ofi"; }
   Result setup(const TransportContext& ctx, const std::vector<int>& peers) override;
+  size_t memoryBytes() const override { return poolBytes_; }
   Result isend(int peer, uint64_t tag, const void* data, size_t bytes, RequestId* req) override;
   Result irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, RequestId* req) override;
   Result test(RequestId req, bool* done) override;
@@ -235,6 +236,7 @@ class OfiTransport : public Transport {
   };
   std::unique_ptr<char, FreeDeleter> rxMemory_;
   std::unique_ptr<char, FreeDeleter> txMemory_;
+  size_t poolBytes_ = 0;  // of rxMemory_ and txMemory_
 
   bool railChecks_ = false;  // one rail of several: an interface named
   bool railLost_ = false;

@@ -47,6 +47,10 @@ class ResettableShm final : public Transport {
   }
   // The current inner transport's: a reset brings fresh cells in fresh segments.
   LocalCells* localCells() override { return inner_->localCells(); }
+  size_t memoryBytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_ ? inner_->memoryBytes() : 0;
+  }
   void addCounters(TransportCounters* out) const override {
     std::lock_guard<std::mutex> lock(mu_);  // a reset swaps inner_
     out->bytesSent += before_.bytesSent;

@@ -61,6 +61,7 @@ class ShmTransport : public Transport {
   void addCounters(TransportCounters* out) const override;
   bool singleCopy() const { return singleCopy_; }
   LocalCells* localCells() override { return cells_.active() ? &cells_ : nullptr; }
+  size_t memoryBytes() const override { return segment_ ? segment_->bytes() : 0; }
   // LocalCells::peerState of rank (shm_cells.cc): the pair's failure, or its death (pidfd).
   Result cellPeerState(int rank);
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) { return sharedMaps_.map(ref, bytes, out); }
