@@ -396,8 +396,18 @@ void rankMain(Shared* sh, int thread, int* exitCode) {
   getrusage(RUSAGE_SELF, &usage);
   std::vector<long> rss(o.threads == 1 ? size_t(sh->mpiSize) : 1, usage.ru_maxrss);
   if (o.threads == 1) MPI_Gather(&usage.ru_maxrss, 1, MPI_LONG, rss.data(), 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  // What sncl itself holds at the end (snclCommGetMemoryUsage): every part, and the retry
+  // history's resident pages, per process.
+  snclMemoryUsage_t mu{};
+  mu.size = sizeof(mu);
+  if (snclCommGetMemoryUsage(comm, &mu) != snclSuccess) mu = snclMemoryUsage_t{};
+  std::vector<long> own(2 * rss.size(), 0);
+  const long mine[2] = {long(mu.totalBytes >> 10), long(mu.retryResident >> 10)};
+  if (o.threads == 1) MPI_Gather(mine, 2, MPI_LONG, own.data(), 2, MPI_LONG, 0, MPI_COMM_WORLD);
+  else own.assign(mine, mine + 2);
   if (leader) {
     report.setMaxRss(rss);
+    report.setSnclMemory(own);
     report.footer();
     if (!o.jsonPath.empty() && !report.writeJson(o.jsonPath)) *exitCode = 1;
   }

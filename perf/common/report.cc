@@ -118,6 +118,13 @@ void Report::footer() const {
     for (long k : maxRssKiB_) printf(" %.1f", static_cast<double>(k) / 1024.0);
     printf("\n");
   }
+  if (!snclKiB_.empty()) {
+    printf("# sncl's own memory per %s at the end (MiB, snclCommGetMemoryUsage; retry history resident):",
+           snclKiB_.size() == 2 ? "process" : "rank");
+    for (size_t i = 0; i + 1 < snclKiB_.size(); i += 2)
+      printf(" %.1f (%.1f)", static_cast<double>(snclKiB_[i]) / 1024.0, static_cast<double>(snclKiB_[i + 1]) / 1024.0);
+    printf("\n");
+  }
   printf("#\n");
   fflush(stdout);
 }
@@ -154,6 +161,7 @@ bool Report::writeJson(const std::string& path) const {
   }
   j["rows"] = std::move(rows);
   if (!maxRssKiB_.empty()) j["max_rss_kib"] = maxRssKiB_;
+  if (!snclKiB_.empty()) j["sncl_memory_kib"] = snclKiB_;  // per process: total, retry history resident
   std::ofstream out(path);
   out << j.dump(1) << "\n";
   if (!out) {

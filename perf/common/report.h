@@ -57,6 +57,8 @@ class Report {
   void row(const Row& r);  // prints it and keeps it for JSON
   // Max RSS in KiB of each process (getrusage), for the footer and the JSON.
   void setMaxRss(std::vector<long> kib) { maxRssKiB_ = std::move(kib); }
+  // Per process: sncl's total (KiB), then its retry history's resident KiB.
+  void setSnclMemory(std::vector<long> kib) { snclKiB_ = std::move(kib); }
   void footer() const;
   // false, with the reason on stderr, if the file cannot be written.
   bool writeJson(const std::string& path) const;
@@ -71,6 +73,7 @@ class Report {
   std::vector<Row> rows_;
   long totalWrong_ = 0;
   std::vector<long> maxRssKiB_;
+  std::vector<long> snclKiB_;
   double busSum_ = 0;
 };
 
