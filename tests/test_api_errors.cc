@@ -145,6 +145,40 @@ TEST_CASE("counts that differ across ranks are detected, not hung on", "[errors]
   CHECK(test::allSucceeded(exits));
 }
 
+// One rank makes another call than the others (another collective, op, type or root at the
+// same size in elements): on every transport every rank fails, within the deadline, and
+// none returns a result. The schedule paths fold the call's signature into their tags.
+TEST_CASE("calls that differ across ranks fail on every transport, never with a wrong result", "[errors][mismatch]") {
+  enum Odd { kAllGather, kOp, kType, kRoot };
+  for (const char* transport : {"shm", "bus"})
+    for (Odd odd : {kAllGather, kOp, kType, kRoot}) {
+      const int oddRank = int(Catch::rngSeed() + unsigned(odd)) % 4;
+      INFO(transport << ", mismatch " << int(odd) << " on rank " << oddRank);
+      auto exits = test::runRanks(4, [&](int rank, int nranks, const snclUniqueId& id) {
+        setenv("SNCL_TRANSPORT", transport, 1);
+        setenv("SNCL_SHM_CELL_BYTES", "0", 1);  // the schedule path, not the cells (they check on their own)
+        snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+        config.timeoutMs = 3000;
+        snclComm_t comm = nullptr;
+        if (snclCommInitRankConfig(&comm, nranks, id, rank, &config) != snclSuccess) return 3;
+        constexpr size_t kCount = 1024;
+        std::vector<float> in(kCount, 1.0f), out(4 * kCount, 0.0f);
+        snclResult_t r;
+        if (rank != oddRank) r = snclAllReduce(in.data(), out.data(), kCount, snclFloat32, snclSum, comm, nullptr);
+        else if (odd == kAllGather) r = snclAllGather(in.data(), out.data(), kCount, snclFloat32, comm, nullptr);
+        else if (odd == kOp) r = snclAllReduce(in.data(), out.data(), kCount, snclFloat32, snclMax, comm, nullptr);
+        else if (odd == kType) r = snclAllReduce(in.data(), out.data(), kCount, snclInt32, snclSum, comm, nullptr);
+        else r = snclBroadcast(in.data(), out.data(), kCount, snclFloat32, 1, comm, nullptr);
+        snclCommAbort(comm);
+        return r == snclSuccess ? 1 : 0;
+      });
+      for (int r = 0; r < 4; ++r) {
+        INFO("rank " << r << " exit " << exits[r].code);
+        CHECK(exits[r].code == 0);
+      }
+    }
+}
+
 TEST_CASE("a rank killed mid-run: the others fail within their deadline", "[errors][kill]") {
   const int nranks = 4;
   auto start = std::chrono::steady_clock::now();

@@ -316,6 +316,18 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   return snclSuccess;
 }
 
+// What every rank of a correct program passes alike for op: the collective, its bytes (the
+// v-forms' counts are per rank: left out), the type and op of a reduction, the root. A
+// reduction's type counts apart from its size (4 floats are not 2 doubles); elsewhere only
+// bytes must agree.
+uint32_t callSignature(const CollOp& op, size_t elemSize) {
+  uint64_t fields[5] = {uint64_t(op.coll), hasLayout(op.coll) ? 0 : op.count * elemSize,
+                        reduces(op.coll) ? uint64_t(op.dtype) : 0, reduces(op.coll) ? uint64_t(op.op) : 0,
+                        hasRoot(op.coll) ? uint64_t(op.root) : 0};
+  const uint64_t h = fnv1a(fields, sizeof(fields));
+  return uint32_t((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
+}
+
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
@@ -325,6 +337,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   args.output = op.output;
   args.elemSize = elemSize;
   args.seq = comm->seq++;
+  args.signature = callSignature(op, elemSize);
   if (reduces(op.coll)) {
     args.reduce = reduceKernel(op.dtype, op.op == snclAvg ? snclSum : op.op);
     if (!args.reduce)

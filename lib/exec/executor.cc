@@ -50,7 +50,7 @@ void Executor::deliverReduce(void* ctx, size_t offset, const void* data, size_t 
 
 Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, SinkTarget* sink) {
   const size_t bytes = op.count * args.elemSize;
-  const uint64_t tag = (args.seq << 32) | op.tag;
+  const uint64_t tag = (((args.seq ^ (uint64_t(args.signature & 0xffffffu) << 8)) & 0xffffffffu) << 32) | op.tag;
   if (op.kind == algo::OpKind::Copy || op.kind == algo::OpKind::Reduce) {
     char* dst = bufferOf(op.dstBuf, args) + op.dst * args.elemSize;
     const char* src = bufferOf(op.srcBuf, args) + op.src * args.elemSize;

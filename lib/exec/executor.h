@@ -23,6 +23,10 @@ struct ExecArgs {
   size_t elemSize = 0;
   ReduceFn reduce = nullptr;  // for RecvReduce ops
   uint64_t seq = 0;           // the collective's sequence number on this comm (goes into tags)
+  // The call as every rank must make it (collective, size, type, op, root; 24 bits), folded
+  // into its tags: a rank that made another call fails at its first message, since the
+  // transports refuse a tag other than the one posted (never a silent wrong result).
+  uint32_t signature = 0;
   uint8_t* opDone = nullptr;  // if set, opDone[i] = 1 once schedule op i completed (a fault's survey)
 };
 
