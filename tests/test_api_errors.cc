@@ -179,6 +179,35 @@ TEST_CASE("calls that differ across ranks fail on every transport, never with a 
     }
 }
 
+// A rank that stays away past the deadline between two calls (a straggler, a debugger):
+// the ranks that waited for it name it, and the call it never reached.
+TEST_CASE("a stall names the rank that never reached the call", "[errors][late]") {
+  const int late = int(Catch::rngSeed() % 3) + 1;
+  auto exits = test::runRanks(4, [&](int rank, int nranks, const snclUniqueId& id) {
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 1500;
+    snclComm_t comm = nullptr;
+    if (snclCommInitRankConfig(&comm, nranks, id, rank, &config) != snclSuccess) return 3;
+    std::vector<float> buf(4096, 1.0f);
+    for (int call = 0; call < 3; ++call) {
+      if (rank == late && call == 2) usleep(4000 * 1000);
+      if (snclAllReduce(buf.data(), buf.data(), buf.size(), snclFloat32, snclSum, comm, nullptr) == snclSuccess) continue;
+      const std::string why = snclGetLastError(comm);
+      snclCommAbort(comm);
+      if (rank == late) return 0;  // it comes too late: how it fails is not the point
+      const std::string named = "rank(s) " + std::to_string(late);
+      return call == 2 && why.find(named) != std::string::npos && why.find("had not reached call #3") != std::string::npos
+                 ? 0 : 10 + call;
+    }
+    snclCommAbort(comm);
+    return 1;
+  });
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r << " (late: " << late << ") exit " << exits[r].code);
+    CHECK(exits[r].code == 0);
+  }
+}
+
 TEST_CASE("a rank killed mid-run: the others fail within their deadline", "[errors][kill]") {
   const int nranks = 4;
   auto start = std::chrono::steady_clock::now();

@@ -281,7 +281,15 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
       return fail(r, "{} (rank {} ran call #{} as {}{}, topology epoch {}, links {})", lastError(), comm->rank,
                   args.seq + 1, comm->planner->describe(plan), pinnedPlan(comm, args.seq) ? ", pinned after a fault" : "",
                   comm->topology->epoch(), linkHealthSummary(comm->topology->graph()));
-    const std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
+    std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
+    // A stall: name the ranks that never reached the call (where the ranks share a board).
+    if (r == snclTimeout && !interrupted) {
+      const std::string late = comm->board.lateText(args.seq + 1);
+      if (!late.empty()) {
+        recordError(r, fmt::format("{}; {}", late, cause));
+        cause = lastError();
+      }
+    }
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
     // An in-place input that was not kept (larger than the budget) cannot be restored.
@@ -338,6 +346,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   args.elemSize = elemSize;
   args.seq = comm->seq++;
   args.signature = callSignature(op, elemSize);
+  comm->board.enter(args.seq + 1);
   if (reduces(op.coll)) {
     args.reduce = reduceKernel(op.dtype, op.op == snclAvg ? snclSum : op.op);
     if (!args.reduce)

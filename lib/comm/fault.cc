@@ -53,7 +53,7 @@ struct Message {
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
   int32_t dead[kMaxDead];
-  char text[240];
+  char text[480];
 };
 
 // Tags of the side channel: the round keeps rounds apart, the kind messages of one round.
@@ -357,13 +357,19 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     }
   } else if (needCatchUp) {
     d.verdict = int32_t(Verdict::Failed);
-    text = "ranks were in different calls and no link was lost; the calls cannot be re-run";
+    text = fmt::format("ranks were in calls #{} to #{} and no link was lost; the calls cannot be re-run", lowSeq + 1,
+                       highEnd);
   } else {
     d.verdict = int32_t(Verdict::Failed);
     const int r = firstError >= 0 ? firstError : comm->rank;
     d.code = reports[r].code != snclSuccess ? reports[r].code : snclRemoteError;
     text = fmt::format("rank {}: {}", r, reports[r].text[0] ? reports[r].text : "failed");
   }
+  // What the first rank that failed saw (a stall names the ranks that never came), unless
+  // the verdict's text is that already.
+  if (firstError >= 0 && d.verdict == int32_t(Verdict::Failed) && reports[firstError].text[0] &&
+      text.find(reports[firstError].text) == std::string::npos)
+    text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
   writeLists(&d, links, dead);
   setText(&d, text);
   for (int r = 0; r < n; ++r)

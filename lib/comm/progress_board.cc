@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 
 #include "lib/base/env.h"
@@ -16,6 +17,13 @@ uint64_t& word(char* words, size_t stride, int rank) {
   return *reinterpret_cast<uint64_t*>(words + stride * size_t(rank));
 }
 uint64_t& pidWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[1]; }
+uint64_t& enteredWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[2]; }
+uint64_t& finishedAtWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[3]; }
+
+uint64_t nowNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
 
 }  // namespace
 
@@ -57,8 +65,30 @@ void ProgressBoard::attach(int rank, int nranks, bool allLocal, const SharedRef&
   std::atomic_ref<uint64_t>(pidWord(words_, stride_, rank)).store(uint64_t(getpid()), std::memory_order_relaxed);
 }
 
+void ProgressBoard::enter(uint64_t calls) {
+  if (words_) std::atomic_ref<uint64_t>(enteredWord(words_, stride_, rank_)).store(calls, std::memory_order_relaxed);
+}
+
 void ProgressBoard::publish(uint64_t calls) {
-  if (words_) std::atomic_ref<uint64_t>(word(words_, stride_, rank_)).store(calls, std::memory_order_release);
+  if (!words_) return;
+  std::atomic_ref<uint64_t>(finishedAtWord(words_, stride_, rank_)).store(nowNs(), std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(word(words_, stride_, rank_)).store(calls, std::memory_order_release);
+}
+
+std::string ProgressBoard::lateText(uint64_t calls) const {
+  if (!words_) return {};
+  std::string ranks;
+  const uint64_t now = nowNs();
+  for (int r = 0; r < nranks_; ++r) {
+    if (std::atomic_ref<uint64_t>(enteredWord(words_, stride_, r)).load(std::memory_order_relaxed) >= calls) continue;
+    const uint64_t done = std::atomic_ref<uint64_t>(word(words_, stride_, r)).load(std::memory_order_acquire);
+    const uint64_t at = std::atomic_ref<uint64_t>(finishedAtWord(words_, stride_, r)).load(std::memory_order_relaxed);
+    ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+    if (done && at && now > at) ranks += fmt::format(" (finished call #{} {} ms ago)", done, (now - at) / 1000000);
+    else if (!done) ranks += " (no call finished yet)";
+  }
+  if (ranks.empty()) return {};
+  return fmt::format("rank(s) {} had not reached call #{}", ranks, calls);
 }
 
 uint64_t ProgressBoard::minFinished() const {

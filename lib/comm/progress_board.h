@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lib/base/error.h"
@@ -33,6 +34,9 @@ class ProgressBoard {
   void attach(int rank, int nranks, bool allLocal, const SharedRef& ref);
 
   bool active() const { return words_ != nullptr; }
+  // This rank entered its collective number calls (from 1): for naming ranks that never
+  // reached a call (lateText).
+  void enter(uint64_t calls);
   // This rank finished its first `calls` collectives (release: what it kept is no
   // longer read by a peer that sees the number).
   void publish(uint64_t calls);
@@ -43,12 +47,17 @@ class ProgressBoard {
   // A rank behind calls whose process is gone (it will never publish): the lowest, or -1.
   // A system call per rank behind: not per spin.
   int goneBehind(uint64_t calls) const;
+  // "rank(s) 2 (finished call #20 3012 ms ago) had not reached call #21": the ranks that
+  // had not entered collective number calls, or "" (none, or no board).
+  std::string lateText(uint64_t calls) const;
   // Bytes of the board in this process (rank 0's allocation, or the mapping).
   size_t bytes() const { return active() ? stride_ * size_t(nranks_) : 0; }
 
  private:
   int rank_ = -1, nranks_ = 0;
-  size_t stride_ = 64;  // a cache line per rank (finished calls, then its pid): stores never share one
+  // A cache line per rank: calls finished, its pid, calls entered, when it last finished
+  // (steady clock, ns); a rank's stores never share a line with another's.
+  size_t stride_ = 64;
   char* words_ = nullptr;
   void* owned_ = nullptr;  // rank 0's allocation
   SharedMaps maps_;
