@@ -301,7 +301,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
     if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
-    if (restore && keptInput(comm, args.seq)) memcpy(const_cast<char*>(in), keptInput(comm, args.seq), inBytes);
+    if (const char* kept = restore ? keptInput(comm, args.seq) : nullptr) memcpy(const_cast<char*>(in), kept, inBytes);
   }
   if (failedAt == 0) return snclSuccess;
   // The call came through a lost link: say what, after which call, at what cost.

@@ -234,13 +234,14 @@ void keepStart(snclComm* comm, const CollOp& op, const Plan& plan, const CollSha
     waitFinished(comm, seq, &interrupted);
     releaseFinished(comm);
   }
+  // A fault round during a wait: keep the input anyway, past the budget, for its re-run.
   bool room = false;
   if (copy && bytes <= h.budget) {
-    room = interrupted || roomFor(comm, seq, bytes, &interrupted) || interrupted;
-    if (room && h.arena.held() + bytes > h.budget) ++h.stats.overBudget;  // for the fault round's re-run
+    if (!interrupted) room = roomFor(comm, seq, bytes, &interrupted);
+    room = room || interrupted;
+    if (room && h.arena.held() + bytes > h.budget) ++h.stats.overBudget;
   }
   CallRecord& rec = h.calls[seq % kKeptCalls];
-  rec.valid = false;
   rec.hasInput = false;
   rec.seq = seq;
   rec.op = op;
@@ -317,7 +318,5 @@ uint64_t oldestKept(const snclComm* comm, uint64_t seq) {
   }
   return oldest;
 }
-
-size_t historyTouched(const snclComm* comm) { return comm->history.arena.touched(); }
 
 }  // namespace sncl

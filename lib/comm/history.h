@@ -105,7 +105,5 @@ Result keepFinished(snclComm* comm, const CollOp& op, const ExecArgs& args, bool
 const char* keptInput(snclComm* comm, uint64_t seq);
 // The lowest call this rank can replay, given it is in call seq (seq: none kept).
 uint64_t oldestKept(const snclComm* comm, uint64_t seq);
-// Bytes the arena's pages take (its high-water mark) and hold now.
-size_t historyTouched(const snclComm* comm);
 
 }  // namespace sncl

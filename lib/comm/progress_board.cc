@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
 
 #include "lib/base/env.h"
 #include "lib/base/log.h"
+#include "lib/base/trace.h"
 
 namespace sncl {
 namespace {
@@ -19,11 +19,6 @@ uint64_t& word(char* words, size_t stride, int rank) {
 uint64_t& pidWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[1]; }
 uint64_t& enteredWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[2]; }
 uint64_t& finishedAtWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[3]; }
-
-uint64_t nowNs() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
 
 }  // namespace
 
@@ -71,14 +66,15 @@ void ProgressBoard::enter(uint64_t calls) {
 
 void ProgressBoard::publish(uint64_t calls) {
   if (!words_) return;
-  std::atomic_ref<uint64_t>(finishedAtWord(words_, stride_, rank_)).store(nowNs(), std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(finishedAtWord(words_, stride_, rank_)).store(uint64_t(trace::nowNs()),
+                                                                          std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(word(words_, stride_, rank_)).store(calls, std::memory_order_release);
 }
 
 std::string ProgressBoard::lateText(uint64_t calls) const {
   if (!words_) return {};
   std::string ranks;
-  const uint64_t now = nowNs();
+  const uint64_t now = uint64_t(trace::nowNs());
   for (int r = 0; r < nranks_; ++r) {
     if (std::atomic_ref<uint64_t>(enteredWord(words_, stride_, r)).load(std::memory_order_relaxed) >= calls) continue;
     const uint64_t done = std::atomic_ref<uint64_t>(word(words_, stride_, r)).load(std::memory_order_acquire);
