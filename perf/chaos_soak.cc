@@ -1,7 +1,9 @@
 // Chaos soak: ranks as processes run a seeded loop of All-Reduce, All-Gather, Broadcast
 // and Reduce-Scatter of random sizes and types, every result checked exactly, while one
 // rank injects faults between its own calls (a link down and later up, a degrade, jitter),
-// so the other ranks meet each fault wherever they are. One summary line at the end.
+// so the other ranks meet each fault wherever they are. One summary line at the end. On the
+// bus the links' fault alarms (snclCommGetLinks) must equal the faults that hurt training:
+// one per down and per degrade of 2x or more, none for jitter.
 //
 //   chaos_soak [--ranks 8] [--transport bus] [--topo FILE] [--seed 1] [--seeds 1]
 //              [--calls 1000] [--max-bytes 4M] [--fault-rate 0.05] [--faults down,degrade,jitter]
@@ -89,6 +91,10 @@ struct RankReport {
   int wrong;
   int errors;
   int faultsInjected;
+  // The injector's: fault alarms its faults should raise (a down; a degrade of 2x or more on
+  // a link not already a fault) and the links' alarms at the end (snclCommGetLinks).
+  int alarmsExpected;
+  int alarms;
   uint64_t reroutes;
   int nrecoveries;
   double recoveryMs[kMaxRecoveries];
@@ -159,6 +165,35 @@ std::string drawFault(std::mt19937_64& rng, const Options& o, const std::vector<
   return "jitter=0.0" + std::to_string(1 + rng() % 9) + ":" + std::to_string(5 + rng() % 50) + "us";
 }
 
+// The alarm a fault should raise (docs/observability.md, "Links"): 1 for a down, and for a
+// degrade of 2x or more of a link that is not a fault already; 0 for jitter and ups.
+int expectAlarm(const std::string& spec, std::vector<std::string>* faultLinks) {
+  if (spec.rfind("link=", 0) != 0) return 0;
+  const size_t colon = spec.find(':');
+  const std::string link = spec.substr(5, colon - 5), what = spec.substr(colon + 1);
+  const auto it = std::find(faultLinks->begin(), faultLinks->end(), link);
+  const bool wasFault = it != faultLinks->end();
+  if (what == "up") {
+    if (wasFault) faultLinks->erase(it);
+    return 0;
+  }
+  const bool fault = what == "down" || (what.rfind("degrade=", 0) == 0 && atof(what.c_str() + 8) >= 2.0);
+  if (!fault) return 0;
+  if (!wasFault) faultLinks->push_back(link);
+  return what == "down" || !wasFault ? 1 : 0;
+}
+
+// The fault alarms of every link of the comm.
+int linkAlarms(snclComm_t comm) {
+  int n = 0;
+  if (snclCommGetLinks(comm, nullptr, 0, &n) != snclSuccess || n == 0) return 0;
+  std::vector<snclLinkStatus_t> links(static_cast<size_t>(n));
+  if (snclCommGetLinks(comm, links.data(), n, &n) != snclSuccess) return -1;
+  int alarms = 0;
+  for (const snclLinkStatus_t& l : links) alarms += int(l.faultAlarms);
+  return alarms;
+}
+
 int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, RankReport* rep) {
   snclConfig_t config = SNCL_CONFIG_INITIALIZER;
   config.timeoutMs = o.timeoutMs;
@@ -172,6 +207,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   const std::vector<std::string> kinds = o.ofi() ? std::vector<std::string>{} : faultKinds(o);
   std::string downLink;
   int lastUp = -kUpSettleCalls;
+  std::vector<std::string> faultLinks;  // down, or degraded 2x or more: a fault already
   std::vector<char> in(o.maxBytes + 64), out(o.maxBytes * 2 + 64);
   const auto start = std::chrono::steady_clock::now();
   uint64_t reroutes = 0;
@@ -185,6 +221,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
         break;
       }
       rep->faultsInjected += !spec.empty();
+      rep->alarmsExpected += expectAlarm(spec, &faultLinks);
     }
     const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
     if (wrong < 0) {
@@ -210,6 +247,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   }
   snclFaultStats_t stats{};
   if (snclCommGetFaultStats(comm, &stats) == snclSuccess) reroutes = stats.reroutes;
+  if (rank == o.injector) rep->alarms = linkAlarms(comm);
   rep->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rep->reroutes = reroutes;
   snclMemoryUsage_t mem{};
@@ -228,6 +266,7 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
 struct SeedResult {
   long rankOps = 0;
   int wrong = 0, errors = 0, hangs = 0, faults = 0;
+  int alarms = 0, alarmsExpected = 0, alarmsWrong = 0;  // alarmsWrong: seeds whose alarms differ
   uint64_t reroutes = 0;
   std::vector<double> recoveries;
   double wallS = 0, bytes = 0;
@@ -413,6 +452,8 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     res.wrong += rep.wrong;
     res.errors += rep.errors;
     res.faults += rep.faultsInjected;
+    res.alarms += rep.alarms;
+    res.alarmsExpected += rep.alarmsExpected;
     res.reroutes = std::max(res.reroutes, rep.reroutes);
     res.wallS = std::max(res.wallS, rep.wallS);
     res.bytes += rep.bytes;
@@ -424,6 +465,12 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
       fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
   }
   munmap(reps, sizeof(RankReport) * o.ranks);
+  // A clean run of the bus: each fault that hurts training raised one alarm, jitter none.
+  if (!o.ofi() && !res.interrupted && res.errors == 0 && res.alarms != res.alarmsExpected) {
+    fprintf(stderr, "seed %llu: %d link fault alarms, expected %d\n", (unsigned long long)seed, res.alarms,
+            res.alarmsExpected);
+    res.alarmsWrong = 1;
+  }
   return res;
 }
 
@@ -516,10 +563,11 @@ int main(int argc, char** argv) {
     SeedResult r = runSeed(o, seed);
     if (r.interrupted) break;
     ++seedsRun;
-    printf("seed %llu: rank-ops %ld, wrong %d, errors %d, hangs %d, faults injected %d, reroutes %llu, %.1f s%s%s\n",
-           (unsigned long long)seed, r.rankOps, r.wrong, r.errors, r.hangs, r.faults, (unsigned long long)r.reroutes,
-           r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str());
-    if (r.faults && !r.reroutes && !r.errors && !r.hangs)
+    printf("seed %llu: rank-ops %ld, wrong %d, errors %d, hangs %d, faults injected %d, fault alarms %d (expected %d), "
+           "reroutes %llu, %.1f s%s%s\n",
+           (unsigned long long)seed, r.rankOps, r.wrong, r.errors, r.hangs, r.faults, r.alarms, r.alarmsExpected,
+           (unsigned long long)r.reroutes, r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str());
+    if (o.ofi() && r.faults && !r.reroutes && !r.errors && !r.hangs)
       printf("seed %llu: a rail was pulled but no rank rerouted a call (the pull went unseen)\n", (unsigned long long)seed);
     fflush(stdout);
     all.rankOps += r.rankOps;
@@ -527,6 +575,9 @@ int main(int argc, char** argv) {
     all.errors += r.errors;
     all.hangs += r.hangs;
     all.faults += r.faults;
+    all.alarms += r.alarms;
+    all.alarmsExpected += r.alarmsExpected;
+    all.alarmsWrong += r.alarmsWrong;
     all.reroutes += r.reroutes;
     all.wallS += r.wallS;
     all.bytes += r.bytes;
@@ -537,11 +588,11 @@ int main(int argc, char** argv) {
   }
   if (gStop) fprintf(stderr, "chaos_soak: interrupted after %d seeds\n", seedsRun);
   printf("chaos: %d seeds x %d calls, %d ranks, %s: rank-ops %ld, wrong %d, errors %d, hangs %d, faults %d, "
-         "reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank; per rank at most: max RSS %.1f "
+         "fault alarms %d (expected %d), reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank; per rank at most: max RSS %.1f "
          "MiB, sncl %.1f MiB at the end, retry history peak %.1f MiB\n",
          seedsRun, o.calls, o.ranks, o.ofi() ? "ofi (2 hosts, 2 rails)" : o.transport.c_str(), all.rankOps, all.wrong,
-         all.errors, all.hangs, all.faults, (unsigned long long)all.reroutes, percentile(all.recoveries, 0.5),
+         all.errors, all.hangs, all.faults, all.alarms, all.alarmsExpected, (unsigned long long)all.reroutes, percentile(all.recoveries, 0.5),
          percentile(all.recoveries, 0.99), all.wallS, all.wallS > 0 ? all.bytes / o.ranks / all.wallS / 1e6 : 0.0,
          all.maxRssMiB, all.sinclMiB, all.retryPeakMiB);
-  return all.wrong || all.errors || all.hangs || gStop ? 1 : 0;
+  return all.wrong || all.errors || all.hangs || all.alarmsWrong || gStop ? 1 : 0;
 }

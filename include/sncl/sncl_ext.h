@@ -184,6 +184,28 @@ typedef struct {
  * that a call holds. The fields describe one call consistently. */
 snclResult_t snclCommGetStatus(snclComm_t comm, snclCommStatus_t* out);
 
+/* A link of the comm's topology that its transports model (the bus), with the verdict of
+ * docs/observability.md, "Links": whether its trouble hurts training ("fault": down,
+ * flapping, slowed 2x or more) or is noise it absorbs ("jitter"). */
+typedef struct {
+  char name[64];        /* "a-b", both directions together */
+  int state;            /* 0 up, 1 degraded, 2 down */
+  int verdict;          /* 0 ok, 1 jitter, 2 fault */
+  double slowdown;      /* degraded: transfers take this many times longer (1: full speed) */
+  double jitterScore;   /* 1 + the mean delay jitter adds over the mean transfer time */
+  uint64_t bytes;       /* bytes that crossed it, both directions */
+  uint64_t transfers;   /* transfers that used it */
+  uint64_t errors;      /* transfers failed because it was down */
+  uint64_t jittered;    /* transfers jitter delayed */
+  uint64_t downs;       /* times it went down */
+  uint64_t faultAlarms; /* times it became a fault (a down, or a slowdown past 2x) */
+} snclLinkStatus_t;
+
+/* Fills up to maxLinks entries of links (NULL with maxLinks 0: only counts) and sets
+ * *nlinks to the number of links (0 on a comm without modeled links). Any thread, any
+ * time, like snclCommGetStatus. */
+snclResult_t snclCommGetLinks(snclComm_t comm, snclLinkStatus_t* links, int maxLinks, int* nlinks);
+
 /* How this rank of comm runs its work, decided at init from the CPUs that the comm's ranks
  * on this machine may use (their affinity masks, capped by cgroup CPU quotas); see
  * docs/architecture.md, "Threads". SNCL_PROGRESS=thread|caller overrides waiterDrives. */

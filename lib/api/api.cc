@@ -12,6 +12,7 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/comm/comm.h"
+#include "lib/comm/job_view.h"
 #include "lib/comm/group.h"
 #include "lib/comm/stream.h"
 #include "lib/exec/reduce.h"
@@ -63,6 +64,7 @@ void freeComm(snclComm* comm, int64_t waitMs) {
     std::lock_guard<std::mutex> lock(comm->runMutex);
     (void)sncl::traceWrite(comm);
   }
+  sncl::jobview::remove(comm);
   delete comm;
 }
 

@@ -2,10 +2,12 @@
 // hook and the status of a comm, which lib/comm/observe.* keep.
 #include <cstdio>
 #include <mutex>
+#include <vector>
 
 #include "lib/api/api_checks.h"
 #include "lib/base/trace.h"
 #include "lib/comm/comm.h"
+#include "lib/transport/link_verdict.h"
 #include "sncl/sncl_ext.h"
 
 using sncl::fail;
@@ -18,42 +20,40 @@ SNCL_API snclResult_t snclCommSetProfiler(snclComm_t comm, const snclProfiler_v1
   return snclSuccess;
 }
 
-// Reads the call's fields as one snapshot (a seqlock, lib/comm/observe.cc: the running call
-// writes them without waiting for readers); the executor's step is read beside them, as it
-// moves per step.
 SNCL_API snclResult_t snclCommGetStatus(snclComm_t comm, snclCommStatus_t* out) {
   SNCL_CHECK(sncl::api::checkComm(comm, "snclCommGetStatus"));
   if (!out) return fail(snclInvalidArgument, "snclCommGetStatus: out is NULL");
-  const sncl::Observation& o = comm->obs;
-  *out = snclCommStatus_t{};
-  uint8_t coll = 0;
-  int64_t startNs = 0, endNs = 0;
-  for (;;) {
-    const uint64_t v1 = o.version.load(std::memory_order_acquire);
-    if (v1 & 1) continue;  // a write is under way: a few stores, soon done
-    out->callsStarted = o.started.load(std::memory_order_acquire);
-    out->callsFinished = o.finished.load(std::memory_order_acquire);
-    coll = o.coll.load(std::memory_order_acquire);
-    out->seq = o.seq.load(std::memory_order_acquire);
-    startNs = o.startNs.load(std::memory_order_acquire);
-    endNs = o.endNs.load(std::memory_order_acquire);
-    out->lastResult = snclResult_t(o.lastResult.load(std::memory_order_acquire));
-    if (o.version.load(std::memory_order_relaxed) == v1) break;
-  }
-  out->inCall = out->callsStarted != out->callsFinished;
-  if (out->callsStarted > 0) {
-    const char* name = coll == sncl::kSendRecvColl ? sncl::kSendRecvName : sncl::collName(sncl::CollType(coll));
-    snprintf(out->callName, sizeof(out->callName), "%s", name);
-    out->elapsedUs = double((out->inCall ? sncl::trace::coarseNowNs() : endNs) - startNs) / 1000.0;
-  }
-  // The executor exists once init succeeded (a non-blocking init may still run).
-  if (comm->initResult.load() == snclSuccess && comm->executor) comm->executor->progress(&out->step, &out->steps);
-  out->faultRounds = o.rounds.load(std::memory_order_relaxed);
-  out->linksDown = o.linksDown.load(std::memory_order_relaxed);
-  out->ranksLost = o.ranksLost.load(std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(comm->obs.errorMu);
-    snprintf(out->lastError, sizeof(out->lastError), "%s", o.lastError);
+  sncl::observeStatus(comm, out);
+  return snclSuccess;
+}
+
+SNCL_API snclResult_t snclCommGetLinks(snclComm_t comm, snclLinkStatus_t* links, int maxLinks, int* nlinks) {
+  SNCL_CHECK(sncl::api::checkComm(comm, "snclCommGetLinks"));
+  if (!nlinks) return fail(snclInvalidArgument, "snclCommGetLinks: nlinks is NULL");
+  if (maxLinks < 0 || (maxLinks > 0 && !links))
+    return fail(snclInvalidArgument, "snclCommGetLinks: links is NULL or maxLinks {} is negative", maxLinks);
+  if (comm->initResult.load() != snclSuccess)
+    return fail(snclInvalidUsage, "snclCommGetLinks: comm is not initialized ({})",
+                sncl::resultName(comm->initResult.load()));
+  std::vector<sncl::LinkView> views;
+  for (const auto& t : comm->transports)
+    if (t) t->linkViews(&views);
+  *nlinks = int(views.size());
+  for (size_t i = 0; i < views.size() && int(i) < maxLinks; ++i) {
+    const sncl::LinkView& v = views[i];
+    snclLinkStatus_t& out = links[i];
+    out = snclLinkStatus_t{};
+    snprintf(out.name, sizeof(out.name), "%s", v.name.c_str());
+    out.state = v.state == sncl::LinkView::State::Down ? 2 : v.state == sncl::LinkView::State::Degraded ? 1 : 0;
+    out.verdict = int(sncl::linkverdict::judge(v).verdict);
+    out.slowdown = v.slowdown;
+    out.jitterScore = sncl::linkverdict::jitterScore(v);
+    out.bytes = v.bytes;
+    out.transfers = v.transfers;
+    out.errors = v.errors;
+    out.jittered = v.jittered;
+    out.downs = v.downs;
+    out.faultAlarms = v.faultAlarms;
   }
   return snclSuccess;
 }

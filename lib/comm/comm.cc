@@ -14,6 +14,7 @@
 #include "lib/base/hash.h"
 #include "lib/base/log.h"
 #include "lib/comm/compressed.h"
+#include "lib/comm/job_view.h"
 #include "lib/comm/p2p_group.h"
 #include "lib/comm/threading.h"
 #include "lib/exec/reduce.h"
@@ -207,6 +208,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   historyInit(comm, config && config->size >= offsetof(snclConfig_t, memBudget) + sizeof(size_t) ? config->memBudget : 0);
   cellsInit(comm);
   observeInit(comm);
+  jobview::add(comm);
   return snclSuccess;
 }
 
@@ -277,27 +279,38 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
     // agreement makes the call succeed, and the caller must see what it did.
-    if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage))
-      return fail(r, "{} (rank {} ran call #{} as {}{}, topology epoch {}, links {})", lastError(), comm->rank,
+    if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage)) {
+      const std::string differ = comm->board.differText(args.seq + 1);
+      return fail(r, "{}{}{} (rank {} ran call #{} as {}{}, topology epoch {}, links {})", differ,
+                  differ.empty() ? "" : "; ", lastError(), comm->rank,
                   args.seq + 1, comm->planner->describe(plan), pinnedPlan(comm, args.seq) ? ", pinned after a fault" : "",
                   comm->topology->epoch(), linkHealthSummary(comm->topology->graph()));
+    }
     std::string cause = r != snclSuccess && !interrupted ? lastError() : std::string();
-    // A stall: name the ranks that never reached the call (where the ranks share a board).
-    if (r == snclTimeout && !interrupted) {
-      const std::string late = comm->board.lateText(args.seq + 1);
-      if (!late.empty()) {
-        recordError(r, fmt::format("{}; {}", late, cause));
+    // Name the culprit where the ranks share a board: those that never reached the call
+    // (a stall), or those that called something else (a peer that failed on the mismatch
+    // first and left). It leads this rank's error, whatever the agreement then says.
+    std::string culprit;
+    if (r != snclSuccess && !interrupted) {
+      culprit = r == snclTimeout ? comm->board.lateText(args.seq + 1) : std::string();
+      if (culprit.empty()) culprit = comm->board.differText(args.seq + 1);
+      if (!culprit.empty()) {
+        recordError(r, fmt::format("{}; {}", culprit, cause));
         cause = lastError();
       }
     }
+    const auto named = [&](const std::string& message) {
+      return culprit.empty() || message.find(culprit) != std::string::npos ? message : culprit + "; " + message;
+    };
     if (failedAt == 0) failedAt = nowSeconds();
     Decision d;
     // An in-place input that was not kept (larger than the budget) cannot be restored.
     const bool restorable = !restore || keptInput(comm, args.seq);
-    SNCL_CHECK(faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts && restorable,
-                          &plan, &d));
-    if (d.verdict != Verdict::Retry) return recordError(d.code, fmt::format("comm {} rank {}: {}", comm->name,
-                                                                            comm->rank, d.message));
+    const Result agreed =
+        faultAgree(comm, args.seq, interrupted ? snclSuccess : r, cause, attempt < f.maxAttempts && restorable, &plan, &d);
+    if (agreed != snclSuccess) return recordError(agreed, named(lastError()));
+    if (d.verdict != Verdict::Retry)
+      return recordError(d.code, named(fmt::format("comm {} rank {}: {}", comm->name, comm->rank, d.message)));
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
     if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
@@ -346,7 +359,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   args.elemSize = elemSize;
   args.seq = comm->seq++;
   args.signature = callSignature(op, elemSize);
-  comm->board.enter(args.seq + 1);
+  comm->board.enter(args.seq + 1, op, elemSize);
   if (reduces(op.coll)) {
     args.reduce = reduceKernel(op.dtype, op.op == snclAvg ? snclSum : op.op);
     if (!args.reduce)

@@ -80,6 +80,7 @@ void CallObserver::begin(uint8_t coll, const GroupTask* task) {
   writeBegin(o);
   o.coll.store(coll, kField);
   o.seq.store(comm_->seq, kField);
+  o.bytes.store(task && coll != kSendRecvColl ? task->op.count * dtypeSize(task->op.dtype) : 0, kField);
   o.startNs.store(trace::coarseNowNs(), kField);
   o.started.store(o.started.load(std::memory_order_relaxed) + 1, kField);  // one writer: no locked add
   writeEnd(o);
@@ -196,6 +197,42 @@ void observeRound(snclComm* comm, uint64_t seq, int64_t startNs, uint32_t round,
   e.b[0] = coordinated;
   e.b[1] = pulledIn;
   t->buffer.push(e);
+}
+
+// Reads the call's fields as one snapshot (a seqlock: the running call writes them without
+// waiting for readers); the executor's step is read beside them, as it moves per step.
+void observeStatus(snclComm* comm, snclCommStatus_t* out) {
+  const Observation& o = comm->obs;
+  *out = snclCommStatus_t{};
+  uint8_t coll = 0;
+  int64_t startNs = 0, endNs = 0;
+  for (;;) {
+    const uint64_t v1 = o.version.load(std::memory_order_acquire);
+    if (v1 & 1) continue;  // a write is under way: a few stores, soon done
+    out->callsStarted = o.started.load(std::memory_order_acquire);
+    out->callsFinished = o.finished.load(std::memory_order_acquire);
+    coll = o.coll.load(std::memory_order_acquire);
+    out->seq = o.seq.load(std::memory_order_acquire);
+    startNs = o.startNs.load(std::memory_order_acquire);
+    endNs = o.endNs.load(std::memory_order_acquire);
+    out->lastResult = snclResult_t(o.lastResult.load(std::memory_order_acquire));
+    if (o.version.load(std::memory_order_relaxed) == v1) break;
+  }
+  out->inCall = out->callsStarted != out->callsFinished;
+  if (out->callsStarted > 0) {
+    const char* name = coll == kSendRecvColl ? kSendRecvName : collName(CollType(coll));
+    snprintf(out->callName, sizeof(out->callName), "%s", name);
+    out->elapsedUs = double((out->inCall ? trace::coarseNowNs() : endNs) - startNs) / 1000.0;
+  }
+  // The executor exists once init succeeded (a non-blocking init may still run).
+  if (comm->initResult.load() == snclSuccess && comm->executor) comm->executor->progress(&out->step, &out->steps);
+  out->faultRounds = o.rounds.load(std::memory_order_relaxed);
+  out->linksDown = o.linksDown.load(std::memory_order_relaxed);
+  out->ranksLost = o.ranksLost.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(comm->obs.errorMu);
+    snprintf(out->lastError, sizeof(out->lastError), "%s", o.lastError);
+  }
 }
 
 }  // namespace sncl

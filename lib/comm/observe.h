@@ -64,6 +64,7 @@ struct Observation {
   std::atomic<uint64_t> started{0}, finished{0};
   std::atomic<uint8_t> coll{0};
   std::atomic<uint64_t> seq{0};
+  std::atomic<uint64_t> bytes{0};  // a collective's count x type size (0: a group's sends and receives)
   std::atomic<int64_t> startNs{0}, endNs{0};
   std::atomic<int32_t> lastResult{snclSuccess};
   // Fault handling, updated after each recovery round.
@@ -113,6 +114,8 @@ class CallObserver {
   snclProfilerCall_t call_{};
 };
 
+// snclCommGetStatus: any thread, any time, no lock a call holds.
+void observeStatus(snclComm* comm, snclCommStatus_t* out);
 // Reads SNCL_TRACE and SNCL_TRACE_EVENTS; at the end of commInit.
 void observeInit(snclComm* comm);
 // After a recovery round of the call seq that started at startNs (lib/comm/fault.cc).

@@ -3,12 +3,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 
 #include "lib/base/env.h"
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
+#include "lib/exec/reduce.h"
+#include "lib/plan/planner.h"
 
 namespace sncl {
 namespace {
@@ -19,6 +22,33 @@ uint64_t& word(char* words, size_t stride, int rank) {
 uint64_t& pidWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[1]; }
 uint64_t& enteredWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[2]; }
 uint64_t& finishedAtWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[3]; }
+// The entered call as packCall made it, and its bytes: stored before the entered count.
+uint64_t& callWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[4]; }
+uint64_t& bytesWord(char* words, size_t stride, int rank) { return (&word(words, stride, rank))[5]; }
+
+uint64_t load(uint64_t& w, std::memory_order order = std::memory_order_relaxed) {
+  return std::atomic_ref<uint64_t>(w).load(order);
+}
+
+// What names a collective in a message: its kind, a reduction's type and op, a root.
+uint64_t packCall(const CollOp& op) {
+  const bool reduction = reduces(op.coll);
+  return uint64_t(op.coll) | uint64_t(reduction ? op.dtype : 0) << 8 |
+         uint64_t(reduction ? (op.preMul ? 0xff : op.op & 0xff) : 0) << 16 | uint64_t(hasRoot(op.coll)) << 24 |
+         uint64_t(uint32_t(hasRoot(op.coll) ? op.root : 0)) << 32;
+}
+
+std::string describeCall(uint64_t call, uint64_t bytes) {
+  const auto coll = CollType(call & 0xff);
+  std::string text = fmt::format("{} of {} B", collName(coll), bytes);
+  if (reduces(coll)) {
+    const auto op = uint32_t(call >> 16 & 0xff);
+    text += fmt::format(" ({} {})", dtypeName(snclDataType_t(call >> 8 & 0xff)),
+                        op == 0xff ? "premulsum" : redOpName(snclRedOp_t(op)));
+  }
+  if (call >> 24 & 1) text += fmt::format(" root {}", uint32_t(call >> 32));
+  return text;
+}
 
 }  // namespace
 
@@ -60,8 +90,42 @@ void ProgressBoard::attach(int rank, int nranks, bool allLocal, const SharedRef&
   std::atomic_ref<uint64_t>(pidWord(words_, stride_, rank)).store(uint64_t(getpid()), std::memory_order_relaxed);
 }
 
-void ProgressBoard::enter(uint64_t calls) {
-  if (words_) std::atomic_ref<uint64_t>(enteredWord(words_, stride_, rank_)).store(calls, std::memory_order_relaxed);
+void ProgressBoard::enter(uint64_t calls, const CollOp& op, size_t elemSize) {
+  if (!words_) return;
+  std::atomic_ref<uint64_t>(callWord(words_, stride_, rank_)).store(packCall(op), std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(bytesWord(words_, stride_, rank_))
+      .store(hasLayout(op.coll) ? 0 : op.count * elemSize, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(enteredWord(words_, stride_, rank_)).store(calls, std::memory_order_release);
+}
+
+std::string ProgressBoard::differText(uint64_t calls) const {
+  if (!words_) return {};
+  // The ranks in call number `calls`, grouped by what they called there, in rank order.
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> groups;
+  for (int r = 0; r < nranks_; ++r) {
+    if (load(enteredWord(words_, stride_, r), std::memory_order_acquire) != calls) continue;
+    const std::pair<uint64_t, uint64_t> call{load(callWord(words_, stride_, r)), load(bytesWord(words_, stride_, r))};
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == call; });
+    if (g == groups.end()) groups.push_back({call, fmt::format("{}", r)});
+    else g->second += fmt::format(", {}", r);
+  }
+  if (groups.size() < 2) return {};
+  std::string text = fmt::format("calls differ across ranks at call #{}:", calls);
+  for (const auto& [call, ranks] : groups)
+    text += fmt::format(" rank(s) {} called {};", ranks, describeCall(call.first, call.second));
+  text.pop_back();
+  return text;
+}
+
+ProgressBoard::RankProgress ProgressBoard::progressOf(int rank) const {
+  RankProgress p;
+  if (!words_ || rank < 0 || rank >= nranks_) return p;
+  p.finished = load(word(words_, stride_, rank), std::memory_order_acquire);
+  p.pid = int64_t(load(pidWord(words_, stride_, rank)));
+  p.entered = load(enteredWord(words_, stride_, rank), std::memory_order_acquire);
+  p.finishedAtNs = int64_t(load(finishedAtWord(words_, stride_, rank)));
+  p.call = p.entered ? describeCall(load(callWord(words_, stride_, rank)), load(bytesWord(words_, stride_, rank))) : "";
+  return p;
 }
 
 void ProgressBoard::publish(uint64_t calls) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lib/base/error.h"
+#include "lib/comm/op.h"
 #include "lib/transport/shared_mem.h"
 
 namespace sncl {
@@ -34,9 +35,9 @@ class ProgressBoard {
   void attach(int rank, int nranks, bool allLocal, const SharedRef& ref);
 
   bool active() const { return words_ != nullptr; }
-  // This rank entered its collective number calls (from 1): for naming ranks that never
-  // reached a call (lateText).
-  void enter(uint64_t calls);
+  // This rank entered its collective number calls (from 1), op: for naming ranks that
+  // never reached a call (lateText) and calls that differ across ranks (differText).
+  void enter(uint64_t calls, const CollOp& op, size_t elemSize);
   // This rank finished its first `calls` collectives (release: what it kept is no
   // longer read by a peer that sees the number).
   void publish(uint64_t calls);
@@ -50,13 +51,27 @@ class ProgressBoard {
   // "rank(s) 2 (finished call #20 3012 ms ago) had not reached call #21": the ranks that
   // had not entered collective number calls, or "" (none, or no board).
   std::string lateText(uint64_t calls) const;
+  // "calls differ across ranks at call #3: rank(s) 0, 2, 3 called allreduce of 4096 B
+  // (float32 sum); rank(s) 1 called allgather of 4096 B": the ranks in call number calls
+  // grouped by what they called, or "" (all alike, or no board).
+  std::string differText(uint64_t calls) const;
+  // What one rank's line says (the job view); zeros without a board.
+  struct RankProgress {
+    int64_t pid = 0;
+    uint64_t finished = 0, entered = 0;
+    int64_t finishedAtNs = 0;  // steady clock
+    std::string call;          // the entered call, described ("" before the first)
+  };
+  RankProgress progressOf(int rank) const;
+  int nranks() const { return active() ? nranks_ : 0; }
   // Bytes of the board in this process (rank 0's allocation, or the mapping).
   size_t bytes() const { return active() ? stride_ * size_t(nranks_) : 0; }
 
  private:
   int rank_ = -1, nranks_ = 0;
   // A cache line per rank: calls finished, its pid, calls entered, when it last finished
-  // (steady clock, ns); a rank's stores never share a line with another's.
+  // (steady clock, ns), the entered call and its bytes; a rank's stores never share a line
+  // with another's.
   size_t stride_ = 64;
   char* words_ = nullptr;
   void* owned_ = nullptr;  // rank 0's allocation

@@ -89,6 +89,10 @@ Result Executor::post(uint32_t index, const algo::Op& op, const ExecArgs& args, 
 Result Executor::run(const algo::Schedule& schedule, const ExecArgs& args) {
   interrupted_ = false;
   failedPeer_ = -1;
+  struct ClearWait {  // however the run ends, it waits on nobody afterwards
+    std::atomic<int32_t>& peer;
+    ~ClearWait() { peer.store(-1, std::memory_order_relaxed); }
+  } clearWait{waitPeer_};
   steps_.store(static_cast<uint32_t>(schedule.numSteps()), std::memory_order_relaxed);
   int64_t startNs = trace_ ? trace::nowNs() : 0;  // a step starts when the one before ended
   for (size_t step = 0; step < schedule.numSteps(); ++step) {
@@ -150,7 +154,7 @@ int64_t Executor::recordStep(const algo::Schedule& schedule, size_t step, uint64
 Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
   Deadline slow = Deadline::afterMs(timeoutMs_ / 4);
-  bool stalled = false;
+  bool stalled = false, told = false;  // told: waitPeer_ names this wait
   int idle = 0;
   while (!pending_.empty()) {
     bool progressed = false;
@@ -177,12 +181,18 @@ Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
                   stepIndex, timeoutMs_ / 4);
       }
       stalled = false;
+      if (told) waitPeer_.store(-1, std::memory_order_relaxed), told = false;
       idle = 0;
       deadline = Deadline::afterMs(timeoutMs_);
       slow = Deadline::afterMs(timeoutMs_ / 4);
       continue;
     }
     if (++idle < kSpinPolls) continue;
+    if (!told) {
+      waitSinceNs_.store(trace::coarseNowNs(), std::memory_order_relaxed);
+      waitPeer_.store(pending_.front().peer, std::memory_order_relaxed);
+      told = true;
+    }
     if (waitHook_.fn) waitHook_.fn(waitHook_.user);
     if (interrupt_.check && interrupt_.check(interrupt_.ctx)) {
       interrupted_ = true;

@@ -86,6 +86,12 @@ class Executor {
     *steps = steps_.load(std::memory_order_relaxed);
     *step = step_.load(std::memory_order_relaxed);
   }
+  // The peer the running step has waited on since sinceNs (coarse steady clock) once it
+  // stopped spinning; -1 while it makes progress or no call runs (the job view).
+  void waiting(int* peer, int64_t* sinceNs) const {
+    *peer = waitPeer_.load(std::memory_order_relaxed);
+    *sinceNs = waitSinceNs_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Pending {
@@ -128,6 +134,8 @@ class Executor {
   trace::Buffer* trace_ = nullptr;
   std::atomic<uint32_t> step_{0};
   std::atomic<uint32_t> steps_{0};
+  std::atomic<int32_t> waitPeer_{-1};
+  std::atomic<int64_t> waitSinceNs_{0};
   std::atomic<uint64_t> bytesCopied_{0};
   std::atomic<uint64_t> bytesReduced_{0};
 };

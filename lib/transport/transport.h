@@ -101,6 +101,22 @@ class LocalCells {
   }
 };
 
+// A link of the comm's topology as the job view shows it (lib/comm/job_view.h): the bus's
+// links, shared by every rank of the comm, with what happened to them so far.
+struct LinkView {
+  enum class State : uint8_t { Up, Degraded, Down };
+  std::string name;         // "a-b", both directions together
+  State state = State::Up;
+  double slowdown = 1;      // degraded: transfers take this many times longer
+  uint64_t bytes = 0, transfers = 0, errors = 0;
+  uint64_t jittered = 0;    // transfers that jitter delayed
+  double transferNs = 0;    // mean wall time a transfer held the link
+  double jitterNs = 0;      // the delay jitter adds to a delayed transfer
+  uint64_t downs = 0;       // times it went down
+  uint64_t faultAlarms = 0; // times it became a fault (docs/observability.md, "Links")
+  int64_t downAgesMs[3] = {-1, -1, -1};  // how long ago its last three downs were (-1: none)
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -176,6 +192,9 @@ class Transport {
   // Bytes it allocated for this rank: segments (FIFOs, cells), pools of registered slots.
   // A segment the ranks share counts whole on each. Asked between the comm's calls.
   virtual size_t memoryBytes() const { return 0; }
+  // The topology links this transport models and their health (bus); any thread may ask
+  // (relaxed reads of shared counters). Appended; transports without links add nothing.
+  virtual void linkViews(std::vector<LinkView>* out) const { (void)out; }
   // Cells shared by every rank of the comm (LocalCells), when this transport serves all the
   // comm's other ranks and has them; nullptr otherwise. A reset replaces them: ask again
   // after one, never keep the pointer across calls.

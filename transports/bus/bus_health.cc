@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/base/log.h"
+#include "lib/transport/link_verdict.h"
 #include "transports/bus/bus_transport.h"
 #include "transports/bus/pid_lock.h"
 
@@ -59,7 +60,11 @@ Result BusTransport::applyFault(const Fault& f) {
       uint64_t never = 0;
       if (l.downAtNs.compare_exchange_strong(never, now))  // the first rank to apply it sets the time
         l.downCall.store(inCall_ ? calls_ : calls_ + 1);
-      l.state.store(uint32_t(Health::Down), std::memory_order_release);
+      if (Health(l.state.exchange(uint32_t(Health::Down), std::memory_order_acq_rel)) != Health::Down) {
+        const uint64_t downs = l.downs.fetch_add(1) + 1;
+        l.recentDownNs[downs % 3].store(now);
+        l.faultAlarms.fetch_add(1);
+      }
       break;
     }
     case Fault::Kind::LinkUp: {
@@ -74,8 +79,10 @@ Result BusTransport::applyFault(const Fault& f) {
       const uint32_t slowdownX1k = uint32_t(std::llround(f.slowdown * 1000));
       SNCL_CHECK(logLinkChange(f.link, Health::Degraded, slowdownX1k));
       LinkHealth& l = state_->link(f.link);
-      l.slowdownX1k.store(slowdownX1k);
-      l.state.store(uint32_t(Health::Degraded), std::memory_order_release);
+      const uint32_t before = l.slowdownX1k.exchange(slowdownX1k);
+      const Health was = Health(l.state.exchange(uint32_t(Health::Degraded), std::memory_order_acq_rel));
+      const bool wasFault = was == Health::Down || (was == Health::Degraded && linkverdict::isFaultSlowdown(before / 1000.0));
+      if (!wasFault && linkverdict::isFaultSlowdown(f.slowdown)) l.faultAlarms.fetch_add(1);
       break;
     }
     case Fault::Kind::Jitter:
@@ -330,6 +337,40 @@ void BusTransport::failAll(Result code, std::string message, uint64_t atNs) {
   failAtNs_ = atNs;
   for (Pair& p : pairs_) p.sends = Queue{}, p.recvs = Queue{};
   log::info(log::Subsys::Fault, "{}", failMessage_);
+}
+
+void BusTransport::linkViews(std::vector<LinkView>* out) const {
+  if (!state_) return;
+  const topo::Graph& g = topology_->graph();
+  const uint64_t now = wallNs(), jitterNs = state_->header().jitterWallNs.load(std::memory_order_relaxed);
+  for (uint32_t l = 0; l < uint32_t(g.linkCount()); ++l) {
+    LinkView v;
+    v.name = g.linkName(l);
+    const LinkHealth& h = state_->link(l);
+    const Health health = Health(h.state.load(std::memory_order_acquire));
+    v.state = health == Health::Down       ? LinkView::State::Down
+              : health == Health::Degraded ? LinkView::State::Degraded
+                                           : LinkView::State::Up;
+    if (health == Health::Degraded) v.slowdown = h.slowdownX1k.load(std::memory_order_relaxed) / 1000.0;
+    uint64_t busyNs = 0;
+    for (uint64_t c : {2ull * l, 2ull * l + 1}) {
+      const Channel& ch = state_->channel(c);
+      v.bytes += ch.bytes.load(std::memory_order_relaxed);
+      v.transfers += ch.chunks.load(std::memory_order_relaxed);
+      v.errors += ch.errors.load(std::memory_order_relaxed);
+      v.jittered += ch.jittered.load(std::memory_order_relaxed);
+      busyNs += ch.busyWallNs.load(std::memory_order_relaxed);
+    }
+    v.transferNs = v.transfers ? double(busyNs) / double(v.transfers) : 0;
+    v.jitterNs = double(jitterNs);
+    v.downs = h.downs.load(std::memory_order_relaxed);
+    v.faultAlarms = h.faultAlarms.load(std::memory_order_relaxed);
+    for (uint64_t k = 0; k < 3 && k < v.downs; ++k) {
+      const uint64_t at = h.recentDownNs[(v.downs - k) % 3].load(std::memory_order_relaxed);
+      v.downAgesMs[k] = at && at <= now ? int64_t((now - at) / 1000000) : 0;
+    }
+    out->push_back(std::move(v));
+  }
 }
 
 Result BusTransport::linkCounters(std::string_view link, snclBusCounters_t* out) const {

@@ -43,6 +43,11 @@ struct LinkHealth {
   std::atomic<uint32_t> slowdownX1k;  // degraded: transfers take this / 1000 times longer
   std::atomic<uint64_t> downAtNs;     // wall time it went down
   std::atomic<uint64_t> downCall;     // the call (1 = first) the rank that took it down was in
+  // For the job view's verdict (lib/comm/link_verdict.h): counted once per change, by the
+  // rank whose store changed the state.
+  std::atomic<uint64_t> downs;        // times it went down
+  std::atomic<uint64_t> faultAlarms;  // times it became a fault: down, or slowed past the fault line
+  std::atomic<uint64_t> recentDownNs[3];  // wall times of the last three downs, slot downs % 3
 };
 
 struct RankHealth {

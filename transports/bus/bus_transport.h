@@ -66,6 +66,7 @@ class BusTransport : public Transport, public BusControl {
   bool linkBackUp(uint32_t link) const override;
   Result reset(uint32_t attempt, Deadline deadline) override;
   size_t memoryBytes() const override;
+  void linkViews(std::vector<LinkView>* out) const override;
 
   Result injectFaults(std::string_view spec) override;
   Result linkCounters(std::string_view link, snclBusCounters_t* out) const override;
