@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 
@@ -200,6 +201,27 @@ bool markDown(snclComm* comm, const std::vector<uint32_t>& links, std::string* w
   return true;
 }
 
+// "rank(s) 1 in call #21; rank(s) 0, 2-7 in call #22": the ranks that reported, by the
+// call each was in (ranges keep it short at thousands of ranks).
+std::string whereRanks(const std::vector<Message>& reports, const std::vector<bool>& have) {
+  std::map<uint64_t, std::vector<int>> bySeq;
+  for (size_t r = 0; r < reports.size(); ++r)
+    if (have[r]) bySeq[reports[r].seq].push_back(int(r));
+  std::string text;
+  for (const auto& [seq, ranks] : bySeq) {
+    std::string list;
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      list += fmt::format("{}{}", list.empty() ? "" : ", ", j > i ? fmt::format("{}-{}", ranks[i], ranks[j])
+                                                                  : std::to_string(ranks[i]));
+      i = j + 1;
+    }
+    text += fmt::format("{}rank(s) {} in call #{}", text.empty() ? "" : "; ", list, seq + 1);
+  }
+  return text;
+}
+
 // Coordinator: pull every live rank in, collect their answers, decide, tell them. A strict
 // majority of the comm's ranks must answer (this one included), or nothing is decided: a
 // minority cut off from the others (a rank stopped past the deadline, then resumed) must
@@ -318,15 +340,16 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     text = fmt::format("rank(s) {} of comm {} lost", rankList(dead), comm->name);
     for (int r : dead)
       if (!why[r].empty()) text += fmt::format(" (rank {}: {})", r, why[r]);
+    text += fmt::format("; where the others were: {}", whereRanks(reports, have));
     if (firstError >= 0) text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
   } else if (needCatchUp && !catchUp) {
     d.verdict = int32_t(Verdict::Failed);
     text = span > uint64_t(kKeptCalls)
                ? fmt::format("ranks were in calls #{} to #{} when the fault hit; at most {} calls apart are caught up",
                              lowSeq + 1, highEnd, kKeptCalls)
-               : fmt::format("ranks were in calls #{} to #{} when the fault hit, and those ahead did not keep the "
-                             "calls in between (SNCL_RETRY=0 on some rank, or calls larger than its retry "
-                             "budget SNCL_MEM_BUDGET?)", lowSeq + 1, highEnd);
+               : fmt::format("ranks were in different calls when the fault hit ({}), and those ahead did not keep "
+                             "the calls in between (SNCL_RETRY=0 on some rank, or calls larger than its retry "
+                             "budget SNCL_MEM_BUDGET?)", whereRanks(reports, have));
   } else if (inGroups && overflow) {
     d.verdict = int32_t(Verdict::Failed);
     text = fmt::format("a group of sends and receives was in flight, and a rank has exchanged messages with more "
@@ -357,8 +380,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     }
   } else if (needCatchUp) {
     d.verdict = int32_t(Verdict::Failed);
-    text = fmt::format("ranks were in calls #{} to #{} and no link was lost; the calls cannot be re-run", lowSeq + 1,
-                       highEnd);
+    text = fmt::format("ranks were in different calls ({}) and no link was lost; the calls cannot be re-run",
+                       whereRanks(reports, have));
   } else {
     d.verdict = int32_t(Verdict::Failed);
     const int r = firstError >= 0 ? firstError : comm->rank;
