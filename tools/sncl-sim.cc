@@ -206,7 +206,7 @@ nlohmann::json layoutsJson(const sim::Advice& a) {
   nlohmann::json list = nlohmann::json::array();
   for (const sim::LayoutResult& r : a.layouts) {
     const sim::Layout& l = r.layout;
-    list.push_back({{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"ep", l.ep}, {"micro_batch", l.microBatch},
+    list.push_back({{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"ep", l.ep}, {"gpus_used", l.gpus()}, {"micro_batch", l.microBatch},
                     {"interleave", l.interleave}, {"recompute", l.recompute}, {"step_s", r.stepUs / 1e6},
                     {"tflops_per_gpu", r.tflopsPerGpu}, {"mfu", r.mfu}, {"u", r.utilization},
                     {"mem_gib", r.memory.total() / double(1 << 30)}, {"fits", r.fits},
@@ -218,15 +218,16 @@ nlohmann::json layoutsJson(const sim::Advice& a) {
 }
 
 void printLayouts(const sim::Advice& a, int top) {
-  fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>2} {:>2} {:>9} {:>8} {:>6} {:>6} {:>8} {:>4}  {}\n", "rank", "tp", "pp",
-             "dp", "ep", "mb", "v", "rc", "step s", "TFLOP/s", "MFU", "U", "mem GiB", "fits", "placement");
+  fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>6} {:>3} {:>2} {:>2} {:>9} {:>8} {:>6} {:>6} {:>8} {:>4}  {}\n", "rank", "tp",
+             "pp", "dp", "ep", "used", "mb", "v", "rc", "step s", "TFLOP/s", "MFU", "U", "mem GiB", "fits", "placement");
   for (size_t i = 0; i < a.layouts.size() && int(i) < top; ++i) {
     const sim::LayoutResult& r = a.layouts[i];
     const sim::Layout& l = r.layout;
-    fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>3} {:>2} {:>2} {:>9.3f} {:>8.1f} {:>6.3f} {:>6.3f} {:>8.1f} {:>4}  {}\n",
-               i + 1, l.tp, l.pp, l.dp, l.ep, l.microBatch, l.interleave, l.recompute ? "y" : "n", r.stepUs / 1e6,
-               r.tflopsPerGpu, r.mfu, r.utilization, r.memory.total() / double(1 << 30), r.fits ? "yes" : "no",
-               r.placement);
+    auto num = [&](double x, const char* f) { return r.fits ? fmt::format(fmt::runtime(f), x) : std::string("-"); };
+    fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>6} {:>3} {:>2} {:>2} {:>9} {:>8} {:>6} {:>6} {:>8.1f} {:>4}  {}\n", i + 1,
+               l.tp, l.pp, l.dp, l.ep, l.gpus(), l.microBatch, l.interleave, l.recompute ? "y" : "n", num(r.stepUs / 1e6, "{:.3f}"),
+               num(r.tflopsPerGpu, "{:.1f}"), num(r.mfu, "{:.3f}"), num(r.utilization, "{:.3f}"),
+               r.memory.total() / double(1 << 30), r.fits ? "yes" : "no", r.placement);
   }
 }
 
@@ -264,17 +265,23 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
   std::vector<topo::EndpointId> healthy;
   topo::EndpointId focus = topo::kNone;
   sim::Advice best;
+  sim::GroupCommPricer pricer(&g, args.memGBs);
   if (sim::healthyEndpoints(g, gpus, sim::AdviceFaults{}, &healthy, &focus) != snclSuccess ||
-      sim::adviseLayouts(g, healthy, model, o, &best) != snclSuccess)
+      sim::adviseLayouts(g, healthy, model, o, &best, &pricer) != snclSuccess)
     return error(lastError());
   const bool faulted = !args.faults.empty();
   sim::Advice after;
   if (faulted) {
-    topo::Graph fg = g.clone();
+    // Link faults change the machine: a copy of it, priced afresh. Lost devices alone leave
+    // it as it was, and its simulated collectives stand.
     std::vector<sim::LinkFault> links;
-    if (sim::parseFaults(faults.links, &links) != snclSuccess || sim::applyFaults(fg, links) != snclSuccess ||
-        sim::healthyEndpoints(fg, gpus, faults, &healthy, &o.focus) != snclSuccess ||
-        sim::adviseLayouts(fg, healthy, model, o, &after) != snclSuccess)
+    if (sim::parseFaults(faults.links, &links) != snclSuccess) return error(lastError());
+    topo::Graph fg = links.empty() ? topo::Graph() : g.clone();
+    topo::Graph& run = links.empty() ? g : fg;
+    sim::GroupCommPricer faultedPricer(&run, args.memGBs);
+    if (sim::applyFaults(run, links) != snclSuccess ||
+        sim::healthyEndpoints(run, gpus, faults, &healthy, &o.focus) != snclSuccess ||
+        sim::adviseLayouts(run, healthy, model, o, &after, links.empty() ? &pricer : &faultedPricer) != snclSuccess)
       return error(lastError());
   }
   const double wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -34,6 +34,16 @@ Result GroupCommPricer::simulate(CollType coll, const std::vector<topo::Endpoint
   return snclSuccess;
 }
 
+Result GroupCommPricer::exactTimeUs(CollType coll, const std::vector<topo::EndpointId>& group, double bytes,
+                                    double* us) {
+  *us = 0;
+  const double unit = 2.0 * double(group.size());
+  if (group.size() < 2 || !(bytes >= unit)) return timeUs(coll, group, bytes, us);
+  if (!std::isfinite(bytes) || bytes > 1e15)
+    return fail(snclInvalidArgument, "layout search: {} bytes in one collective is beyond the model", bytes);
+  return simulate(coll, group, size_t(std::floor(bytes / unit) * unit), us);
+}
+
 Result GroupCommPricer::timeUs(CollType coll, const std::vector<topo::EndpointId>& group, double bytes, double* us) {
   *us = 0;
   if (group.size() < 2 || !(bytes > 0)) return snclSuccess;

@@ -24,6 +24,9 @@ class GroupCommPricer {
   // Time of coll over the group (endpoints in rank order) for a buffer of bytes (All-to-All:
   // each rank's whole send buffer); a group of one, or no bytes, takes 0.
   Result timeUs(CollType coll, const std::vector<topo::EndpointId>& group, double bytes, double* us);
+  // The same at exactly bytes (rounded down to whole elements per rank), simulated once per
+  // size: for a size asked for again and again, such as the gradient bucket.
+  Result exactTimeUs(CollType coll, const std::vector<topo::EndpointId>& group, double bytes, double* us);
   size_t simulations() const { return simulated_.size(); }
 
   static constexpr double kMinGridBytes = 4096;

@@ -86,14 +86,15 @@ double exposedAfterBackward(double backwardUs, const std::vector<double>& bucket
   return std::max(0.0, end - backwardUs);
 }
 
-// Appends the buckets of `bytes` of gradients over `group`.
+// Appends the buckets of `bytes` of gradients over `group`: full ones simulated at the bucket
+// size, the last, partial one charged its share of a full one's time.
 Result addBuckets(GroupCommPricer& pricer, const std::vector<EndpointId>& group, double bytes, double bucketBytes,
                   std::vector<double>* out) {
   if (group.size() < 2 || !(bytes > 0)) return snclSuccess;
   const double full = std::floor(bytes / bucketBytes), rest = bytes - full * bucketBytes;
-  double fullUs = 0, restUs = 0;
-  if (full > 0) SNCL_CHECK(pricer.timeUs(CollType::AllReduce, group, bucketBytes, &fullUs));
-  if (rest > 0) SNCL_CHECK(pricer.timeUs(CollType::AllReduce, group, rest, &restUs));
+  double fullUs = 0;
+  SNCL_CHECK(pricer.exactTimeUs(CollType::AllReduce, group, std::min(bytes, bucketBytes), &fullUs));
+  const double restUs = full > 0 ? fullUs * rest / bucketBytes : fullUs;
   if (full > 1e6) return fail(snclInvalidArgument, "layout search: {} gradient buckets is beyond the model", full);
   out->insert(out->end(), size_t(full), fullUs);
   if (rest > 0) out->push_back(restUs);
@@ -111,6 +112,7 @@ class Evaluator {
     r.layout = l;
     r.memory = m_.memory(l);
     r.fits = r.memory.total() <= (1 - kMemoryReserve) * o_.memGiB * double(1 << 30);
+    if (!r.fits) return *out = std::move(r), snclSuccess;  // no time: it does not run
     const Groups gr = groupsOf(l, focusRank);
     const auto tp = endpointsOf(gr.tp, placed), dp = endpointsOf(gr.dp, placed), ep = endpointsOf(gr.ep, placed),
                expertDp = endpointsOf(gr.expertDp, placed), pp = endpointsOf(gr.pp, placed);
@@ -175,13 +177,15 @@ bool better(const LayoutResult& a, const LayoutResult& b) {
 }  // namespace
 
 Result adviseLayouts(topo::Graph& g, const std::vector<EndpointId>& healthy, const LayoutModel& model,
-                     const AdviceOptions& o, Advice* out) {
+                     const AdviceOptions& o, Advice* out, GroupCommPricer* shared) {
   const ModelSpec& s = model.spec();
   if (!(o.peakTflops > 0) || !(o.memGiB > 0) || !(o.efficiency > 0) || o.efficiency > 1 || !(o.bucketBytes >= 1))
     return fail(snclInvalidArgument, "layout search: peak {} TFLOP/s and memory {} GiB must be > 0, efficiency {} in (0, 1]",
                 o.peakTflops, o.memGiB, o.efficiency);
   if (o.gpus < 1) return fail(snclInvalidArgument, "layout search: {} devices", o.gpus);
-  GroupCommPricer pricer(&g, o.memGBs);
+  GroupCommPricer own(&g, o.memGBs);
+  GroupCommPricer& pricer = shared ? *shared : own;
+  const size_t before = pricer.simulations();
   Evaluator eval(g, pricer, model, o);
   Advice a;
   a.healthyDevices = int(healthy.size());
@@ -226,7 +230,7 @@ Result adviseLayouts(topo::Graph& g, const std::vector<EndpointId>& healthy, con
     return fail(snclInvalidArgument, "layout search: no layout of {} on {} devices (heads {}, layers {}, batch {})",
                 s.name, o.gpus, s.heads, s.layers, s.globalBatch);
   std::stable_sort(a.layouts.begin(), a.layouts.end(), better);
-  a.simulations = pricer.simulations();
+  a.simulations = pricer.simulations() - before;
   *out = std::move(a);
   return snclSuccess;
 }

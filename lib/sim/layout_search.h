@@ -53,6 +53,7 @@ struct AdviceOptions {
   enum class Recompute { Auto, Always, Never } recompute = Recompute::Auto;
 };
 
+// Times and rates are 0 for a layout that does not fit: it is not simulated.
 struct LayoutResult {
   Layout layout;
   double stepUs = 0;
@@ -71,9 +72,10 @@ struct Advice {
   size_t simulations = 0;             // distinct collectives simulated
 };
 
-// healthy: the endpoints that may run a rank, in endpoint order.
+// healthy: the endpoints that may run a rank, in endpoint order. pricer: simulated
+// collectives kept from an earlier search on the same graph (null: a pricer of its own).
 Result adviseLayouts(topo::Graph& g, const std::vector<topo::EndpointId>& healthy, const LayoutModel& model,
-                     const AdviceOptions& o, Advice* out);
+                     const AdviceOptions& o, Advice* out, GroupCommPricer* pricer = nullptr);
 
 // The same layout (tp, pp, ep, micro-batch, interleave, recompute) in another advice, else null.
 const LayoutResult* findLayout(const Advice& a, const Layout& l);
