@@ -307,9 +307,9 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
       j["faulted"] = {{"healthy_devices", after.healthyDevices}, {"layouts", layoutsJson(after)}};
       j["faulted"]["best_layout_slowdown"] =
           same && same->fits ? nlohmann::json(same->stepUs / top.stepUs - 1) : nlohmann::json(nullptr);
-      j["faulted"]["another_layout_better"] = !same || !same->fits || after.layouts.front().layout.tp != top.layout.tp ||
-                                              after.layouts.front().layout.pp != top.layout.pp ||
-                                              after.layouts.front().layout.ep != top.layout.ep;
+      const sim::LayoutResult& now = after.layouts.front();
+      j["faulted"]["another_layout_better"] = now.fits && (!same || !same->fits || now.layout.tp != top.layout.tp ||
+                                                           now.layout.pp != top.layout.pp || now.layout.ep != top.layout.ep);
     }
     if (args.tokens > 0) j["tokens"] = args.tokens, j["train_days"] = trainS / 86400;
     j["simulations"] = best.simulations + after.simulations;
@@ -324,6 +324,7 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
   fmt::print("machine    {}: {} devices, peak {} TFLOP/s x efficiency {}, {} GiB each\n", g.name(), gpus, o.peakTflops,
              o.efficiency, o.memGiB);
   printLayouts(best, args.top);
+  if (!top.fits) fmt::print("fits       none: the least memory any layout needs is {:.1f} GiB\n", top.memory.total() / double(1 << 30));
   if (faulted) {
     fmt::print("\nfaults     {}: {} healthy devices\n", args.faults, after.healthyDevices);
     printLayouts(after, args.top);
@@ -334,7 +335,8 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
       fmt::print("best       {}: no longer runs with the faults\n", layoutName(top.layout));
     const sim::Layout& now = after.layouts.front().layout;
     const bool changed = !same || !same->fits || now.tp != top.layout.tp || now.pp != top.layout.pp || now.ep != top.layout.ep;
-    fmt::print("now best   {}{}\n", layoutName(now), changed ? " (another layout)" : " (the same layout)");
+    if (!after.layouts.front().fits) fmt::print("now best   none: no layout fits with the faults\n");
+    else fmt::print("now best   {}{}\n", layoutName(now), changed ? " (another layout)" : " (the same layout)");
   }
   if (args.tokens > 0 && trainS > 0)
     fmt::print("train      {:.4g} tokens = {:.4g} steps of {:.4g} tokens: {:.2f} days (6ND / (X peak U), U = {:.3f})\n",
