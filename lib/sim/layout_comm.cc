@@ -9,7 +9,10 @@ namespace sncl::sim {
 
 Result GroupCommPricer::simulate(CollType coll, const std::vector<topo::EndpointId>& group, size_t bytes, double* us) {
   auto key = std::make_tuple(int(coll), group, bytes);
-  if (auto it = simulated_.find(key); it != simulated_.end()) return *us = it->second, snclSuccess;
+  if (auto it = simulated_.find(key); it != simulated_.end()) {
+    *us = it->second;
+    return snclSuccess;
+  }
   std::vector<topo::VertexId> order;
   order.reserve(group.size());
   for (topo::EndpointId e : group) order.push_back(g_->endpointVertex(e));
@@ -55,7 +58,10 @@ Result GroupCommPricer::timeUs(CollType coll, const std::vector<topo::EndpointId
   while (lo * 4 <= bytes) lo *= 4;
   double atLo = 0, atHi = 0;
   SNCL_CHECK(simulate(coll, group, size_t(lo), &atLo));
-  if (bytes <= lo) return *us = atLo, snclSuccess;  // below the grid: latency-bound, as its first point
+  if (bytes <= lo) {  // below the grid: latency-bound, as its first point
+    *us = atLo;
+    return snclSuccess;
+  }
   SNCL_CHECK(simulate(coll, group, size_t(lo * 4), &atHi));
   *us = atLo + (atHi - atLo) * (bytes - lo) / (3 * lo);
   return snclSuccess;

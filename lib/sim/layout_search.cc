@@ -112,7 +112,10 @@ class Evaluator {
     r.layout = l;
     r.memory = m_.memory(l);
     r.fits = r.memory.total() <= (1 - kMemoryReserve) * o_.memGiB * double(1 << 30);
-    if (!r.fits) return *out = std::move(r), snclSuccess;  // no time: it does not run
+    if (!r.fits) {  // no time: it does not run
+      *out = std::move(r);
+      return snclSuccess;
+    }
     const Groups gr = groupsOf(l, focusRank);
     const auto tp = endpointsOf(gr.tp, placed), dp = endpointsOf(gr.dp, placed), ep = endpointsOf(gr.ep, placed),
                expertDp = endpointsOf(gr.expertDp, placed), pp = endpointsOf(gr.pp, placed);
@@ -218,7 +221,10 @@ Result adviseLayouts(topo::Graph& g, const std::vector<EndpointId>& healthy, con
               Layout l{tp, pp, dp, ep, mb, v, rc};
               LayoutResult r;
               SNCL_CHECK(eval.evaluate(l, placed, rank, &r));
-              if (!have || better(r, best)) best = std::move(r), have = true;
+              if (!have || better(r, best)) {
+                best = std::move(r);
+                have = true;
+              }
             }
           }
         }
