@@ -158,3 +158,27 @@ TEST_CASE("advise: lost devices and faulted links", "[sim][advise]") {
   REQUIRE(tp4);
   CHECK(tp4->layout.gpus() == 4);
 }
+
+TEST_CASE("advise: re-planning after a fault compares with the healthy best", "[sim][advise]") {
+  topo::Graph g = twoNodes(4);
+  const LayoutModel m(smallModel());
+  AdviceOptions o;
+  o.peakTflops = 100;
+  o.memGiB = 1;
+  o.gpus = 8;
+  Replan r;
+  REQUIRE(replanLayouts(g, m, o, "", &r) == snclSuccess);
+  CHECK_FALSE(r.hasFaults);
+  CHECK(r.faulted.layouts.empty());
+  // A link 16 times slower under device 0: no layout gets faster, the healthy best is still there.
+  REQUIRE(replanLayouts(g, m, o, "link=n0.e0-n0.l1p0:degrade=16", &r) == snclSuccess);
+  REQUIRE(r.hasFaults);
+  REQUIRE(r.sameIndex >= 0);
+  CHECK(r.slowdown >= 0);
+  CHECK(r.faulted.layouts[size_t(r.sameIndex)].layout.tp == r.healthy.layouts.front().layout.tp);
+  CHECK(r.anotherBetter == (r.sameIndex != 0));
+  // The fault is on a copy: the healthy graph still has the link at full speed.
+  CHECK(g.linkFactor(g.findLink(g.findVertex("n0.e0"), g.findVertex("n0.l1p0"))) == 1.0);
+  CHECK(trainSeconds(m, o, r.healthy.layouts.front(), 1e9) > 0);
+  CHECK(replanLayouts(g, m, o, "link=n0.e0-nope:down", &r) == snclInvalidArgument);
+}

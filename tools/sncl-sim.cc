@@ -250,8 +250,6 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
   sim::ModelSpec spec;
   if (sim::loadModelFile(args.model, &spec) != snclSuccess) return error(lastError());
   const sim::LayoutModel model(spec);
-  sim::AdviceFaults faults;
-  if (sim::parseAdviceFaults(args.faults, &faults) != snclSuccess) return error(lastError());
   const int gpus = args.gpus < 0 ? int(g.endpointCount()) : int(args.gpus);
   sim::AdviceOptions o;
   o.peakTflops = args.device.peak;
@@ -262,38 +260,16 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
   o.memGBs = args.memGBs;
   o.recompute = args.recompute;
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<topo::EndpointId> healthy;
-  topo::EndpointId focus = topo::kNone;
-  sim::Advice best;
-  sim::GroupCommPricer pricer(&g, args.memGBs);
-  if (sim::healthyEndpoints(g, gpus, sim::AdviceFaults{}, &healthy, &focus) != snclSuccess ||
-      sim::adviseLayouts(g, healthy, model, o, &best, &pricer) != snclSuccess)
-    return error(lastError());
-  const bool faulted = !args.faults.empty();
-  sim::Advice after;
-  if (faulted) {
-    // Link faults change the machine: a copy of it, priced afresh. Lost devices alone leave
-    // it as it was, and its simulated collectives stand.
-    std::vector<sim::LinkFault> links;
-    if (sim::parseFaults(faults.links, &links) != snclSuccess) return error(lastError());
-    topo::Graph fg = links.empty() ? topo::Graph() : g.clone();
-    topo::Graph& run = links.empty() ? g : fg;
-    sim::GroupCommPricer faultedPricer(&run, args.memGBs);
-    if (sim::applyFaults(run, links) != snclSuccess ||
-        sim::healthyEndpoints(run, gpus, faults, &healthy, &o.focus) != snclSuccess ||
-        sim::adviseLayouts(run, healthy, model, o, &after, links.empty() ? &pricer : &faultedPricer) != snclSuccess)
-      return error(lastError());
-  }
+  sim::Replan plan;
+  if (sim::replanLayouts(g, model, o, args.faults, &plan) != snclSuccess) return error(lastError());
   const double wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const sim::Advice &best = plan.healthy, &after = plan.faulted;
+  const bool faulted = plan.hasFaults;
   const sim::LayoutResult& top = best.layouts.front();
-  const sim::LayoutResult* same = faulted ? sim::findLayout(after, top.layout) : nullptr;
+  const sim::LayoutResult* same = plan.sameIndex >= 0 ? &after.layouts[size_t(plan.sameIndex)] : nullptr;
   const double tokensPerStep = double(spec.globalBatch) * spec.seq;
-  // The seed's resource model: T = 6 N D / (X x peak x U), here at the best layout.
   const sim::LayoutResult& run = faulted ? after.layouts.front() : top;
-  const double trainS = args.tokens > 0 && run.fits
-                            ? 6 * model.activeParams() * args.tokens /
-                                  (double(run.layout.gpus()) * o.peakTflops * 1e12 * run.utilization)
-                            : 0;
+  const double trainS = args.tokens > 0 ? sim::trainSeconds(model, o, run, args.tokens) : 0;
   if (args.json) {
     nlohmann::json j;
     j["model"] = spec.name;
@@ -306,10 +282,8 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
       j["faults"] = args.faults;
       j["faulted"] = {{"healthy_devices", after.healthyDevices}, {"layouts", layoutsJson(after)}};
       j["faulted"]["best_layout_slowdown"] =
-          same && same->fits ? nlohmann::json(same->stepUs / top.stepUs - 1) : nlohmann::json(nullptr);
-      const sim::LayoutResult& now = after.layouts.front();
-      j["faulted"]["another_layout_better"] = now.fits && (!same || !same->fits || now.layout.tp != top.layout.tp ||
-                                                           now.layout.pp != top.layout.pp || now.layout.ep != top.layout.ep);
+          same && same->fits && top.fits ? nlohmann::json(plan.slowdown) : nlohmann::json(nullptr);
+      j["faulted"]["another_layout_better"] = plan.anotherBetter;
     }
     if (args.tokens > 0) j["tokens"] = args.tokens, j["train_days"] = trainS / 86400;
     j["simulations"] = best.simulations + after.simulations;
@@ -328,15 +302,15 @@ int printAdvice(topo::Graph& g, const AdviseArgs& args) {
   if (faulted) {
     fmt::print("\nfaults     {}: {} healthy devices\n", args.faults, after.healthyDevices);
     printLayouts(after, args.top);
-    if (same && same->fits)
+    if (same && same->fits && top.fits)
       fmt::print("best       {}: {:.3f} s -> {:.3f} s per step with the faults ({:+.1f}%)\n", layoutName(top.layout),
-                 top.stepUs / 1e6, same->stepUs / 1e6, 100 * (same->stepUs / top.stepUs - 1));
-    else
+                 top.stepUs / 1e6, same->stepUs / 1e6, 100 * plan.slowdown);
+    else if (top.fits)
       fmt::print("best       {}: no longer runs with the faults\n", layoutName(top.layout));
-    const sim::Layout& now = after.layouts.front().layout;
-    const bool changed = !same || !same->fits || now.tp != top.layout.tp || now.pp != top.layout.pp || now.ep != top.layout.ep;
     if (!after.layouts.front().fits) fmt::print("now best   none: no layout fits with the faults\n");
-    else fmt::print("now best   {}{}\n", layoutName(now), changed ? " (another layout)" : " (the same layout)");
+    else
+      fmt::print("now best   {}{}\n", layoutName(after.layouts.front().layout),
+                 plan.anotherBetter ? " (another layout)" : " (the same layout)");
   }
   if (args.tokens > 0 && trainS > 0)
     fmt::print("train      {:.4g} tokens = {:.4g} steps of {:.4g} tokens: {:.2f} days (6ND / (X peak U), U = {:.3f})\n",

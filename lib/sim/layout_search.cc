@@ -309,4 +309,41 @@ Result healthyEndpoints(const topo::Graph& g, int devices, const AdviceFaults& f
   return snclSuccess;
 }
 
+Result replanLayouts(topo::Graph& g, const LayoutModel& model, const AdviceOptions& options, const std::string& faults,
+                     Replan* out) {
+  AdviceFaults f;
+  SNCL_CHECK(parseAdviceFaults(faults, &f));
+  std::vector<LinkFault> links;
+  SNCL_CHECK(parseFaults(f.links, &links));
+  AdviceOptions o = options;
+  Replan r;
+  std::vector<EndpointId> healthy;
+  GroupCommPricer pricer(&g, o.memGBs);
+  SNCL_CHECK(healthyEndpoints(g, o.gpus, AdviceFaults{}, &healthy, &o.focus));
+  SNCL_CHECK(adviseLayouts(g, healthy, model, o, &r.healthy, &pricer));
+  r.hasFaults = !faults.empty();
+  if (r.hasFaults) {
+    topo::Graph copy = links.empty() ? topo::Graph() : g.clone();
+    topo::Graph& faulted = links.empty() ? g : copy;
+    GroupCommPricer faultedPricer(&faulted, o.memGBs);
+    SNCL_CHECK(applyFaults(faulted, links));
+    SNCL_CHECK(healthyEndpoints(faulted, o.gpus, f, &healthy, &o.focus));
+    SNCL_CHECK(adviseLayouts(faulted, healthy, model, o, &r.faulted, links.empty() ? &pricer : &faultedPricer));
+    const LayoutResult& before = r.healthy.layouts.front();
+    const LayoutResult* same = findLayout(r.faulted, before.layout);
+    if (same) r.sameIndex = int(same - r.faulted.layouts.data());
+    if (same && same->fits && before.fits) r.slowdown = same->stepUs / before.stepUs - 1;
+    const LayoutResult& now = r.faulted.layouts.front();
+    r.anotherBetter = now.fits && (!same || !same->fits || now.layout.tp != before.layout.tp ||
+                                   now.layout.pp != before.layout.pp || now.layout.ep != before.layout.ep);
+  }
+  *out = std::move(r);
+  return snclSuccess;
+}
+
+double trainSeconds(const LayoutModel& model, const AdviceOptions& o, const LayoutResult& r, double tokens) {
+  if (!r.fits || !(r.utilization > 0)) return 0;
+  return 6 * model.activeParams() * tokens / (double(r.layout.gpus()) * o.peakTflops * 1e12 * r.utilization);
+}
+
 }  // namespace sncl::sim

@@ -77,7 +77,7 @@ struct Advice {
 Result adviseLayouts(topo::Graph& g, const std::vector<topo::EndpointId>& healthy, const LayoutModel& model,
                      const AdviceOptions& o, Advice* out, GroupCommPricer* pricer = nullptr);
 
-// The same layout (tp, pp, ep, micro-batch, interleave, recompute) in another advice, else null.
+// The same layout (tp, pp, ep) in another advice, else null.
 const LayoutResult* findLayout(const Advice& a, const Layout& l);
 
 // Faults for --advise: the link clauses of lib/sim/faults.h, plus lost devices:
@@ -93,5 +93,20 @@ Result parseAdviceFaults(const std::string& spec, AdviceFaults* out);
 // first lost or link-faulted endpoint (kNone if none) as the focus of the search.
 Result healthyEndpoints(const topo::Graph& g, int devices, const AdviceFaults& f, std::vector<topo::EndpointId>* out,
                         topo::EndpointId* focus);
+
+// The healthy machine ranked, then (with faults) the faulted one, and what the faults did to
+// the healthy best layout. Link faults are applied to a copy of g, priced afresh; lost
+// devices alone reuse the healthy search's simulated collectives.
+struct Replan {
+  Advice healthy, faulted;
+  bool hasFaults = false;
+  int sameIndex = -1;        // the healthy best (tp, pp, ep) in faulted.layouts; -1: gone
+  double slowdown = 0;       // its step time with the faults over without, minus 1 (when it fits)
+  bool anotherBetter = false;  // the faulted best is another layout, and fits
+};
+Result replanLayouts(topo::Graph& g, const LayoutModel& model, const AdviceOptions& o, const std::string& faults,
+                     Replan* out);
+// The seed's resource model at a layout: 6 N T / (X x peak x U) seconds for T tokens.
+double trainSeconds(const LayoutModel& model, const AdviceOptions& o, const LayoutResult& r, double tokens);
 
 }  // namespace sncl::sim
