@@ -35,6 +35,15 @@ topo::Graph twoNodes(int perNode) {
   return g;
 }
 
+// A device of 100 TFLOP/s and 1 GiB: enough for the small model in every layout.
+AdviceOptions smallDevice(int gpus) {
+  AdviceOptions o;
+  o.peakTflops = 100;
+  o.memGiB = 1;
+  o.gpus = gpus;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("advise: parameters and FLOPs of a small model, by hand", "[sim][advise]") {
@@ -95,10 +104,7 @@ TEST_CASE("advise: model files refuse what they do not know", "[sim][advise]") {
 TEST_CASE("advise: layouts are ranked, fitting ones first, by step time", "[sim][advise]") {
   topo::Graph g = twoNodes(2);
   const LayoutModel m(smallModel());
-  AdviceOptions o;
-  o.peakTflops = 100;
-  o.memGiB = 1;
-  o.gpus = 4;
+  AdviceOptions o = smallDevice(4);
   std::vector<topo::EndpointId> healthy;
   topo::EndpointId focus;
   REQUIRE(healthyEndpoints(g, 4, AdviceFaults{}, &healthy, &focus) == snclSuccess);
@@ -147,10 +153,7 @@ TEST_CASE("advise: lost devices and faulted links", "[sim][advise]") {
   // With a device of node 1 lost, TP 4 keeps only node 0's group: 4 devices.
   REQUIRE(parseAdviceFaults("endpoint=n1.e3:down", &f) == snclSuccess);
   REQUIRE(healthyEndpoints(g, 8, f, &healthy, &focus) == snclSuccess);
-  AdviceOptions o;
-  o.peakTflops = 100;
-  o.memGiB = 1;
-  o.gpus = 8;
+  AdviceOptions o = smallDevice(8);
   Advice a;
   REQUIRE(adviseLayouts(g, healthy, LayoutModel(smallModel()), o, &a) == snclSuccess);
   CHECK(a.healthyDevices == 7);
@@ -162,10 +165,7 @@ TEST_CASE("advise: lost devices and faulted links", "[sim][advise]") {
 TEST_CASE("advise: re-planning after a fault compares with the healthy best", "[sim][advise]") {
   topo::Graph g = twoNodes(4);
   const LayoutModel m(smallModel());
-  AdviceOptions o;
-  o.peakTflops = 100;
-  o.memGiB = 1;
-  o.gpus = 8;
+  AdviceOptions o = smallDevice(8);
   Replan r;
   REQUIRE(replanLayouts(g, m, o, "", &r) == snclSuccess);
   CHECK_FALSE(r.hasFaults);
