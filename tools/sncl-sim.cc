@@ -6,6 +6,8 @@
 //            [--mem-gbs F] [--chunk BYTES] [--eager-bytes B] [--reps N] [--json]
 //   sncl-sim --init (--topo FILE | --ranks N) [--init-latency-us L] [--init-gbs B]
 //   sncl-sim --topo FILE --train params=7e9,tokens=4M,... [--algo A] [--faults SPEC]
+//   sncl-sim --topo FILE --advise MODEL.json --gpus N --device peak=TFLOPS,mem=GiB [--faults SPEC]
+//            [--tokens T] [--top K] [--json]
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "lib/exec/reduce.h"
 #include "lib/sim/bootstrap_model.h"
 #include "lib/sim/faults.h"
+#include "lib/sim/layout_search.h"
 #include "lib/sim/training.h"
 #include "lib/sim/workload.h"
 #include "lib/topo/topo_file.h"
@@ -57,6 +60,19 @@ constexpr const char* kUsage = R"(usage: sncl-sim --topo FILE [options]
   --train SPEC       instead of a collective: one data-parallel training step, e.g.
                      params=7e9,tokens=4M,peak=400,eff=0.5,grad-bytes=2,bucket=25M (defaults
                      as shown); the gradient All-Reduce uses --algo, --faults, --mem-gbs
+  --advise MODEL     instead of a collective: rank the parallel layouts (TP x PP x DP x EP,
+                     micro-batch) of the model file's transformer on --gpus devices of the
+                     topology by predicted step time (docs/simulator.md)
+  --gpus N           devices for --advise (default: every endpoint)
+  --device SPEC      peak=TFLOPS,mem=GiB[,hbm=GB/s][,eff=F] per device (hbm: memory
+                     bandwidth for element-wise work, not counted without it; eff: share of
+                     peak the matrix products reach, default 0.70)
+  --tokens T         with --advise: time to train T tokens (e.g. 300e9) at the best layout
+  --top K            with --advise: table rows (default 10)
+  --recompute R      with --advise: activation recomputation auto (default: the faster of
+                     with and without that fits), always, never
+  with --advise, --faults also takes endpoint=NAME:down and lose=P% (devices lost) and
+  re-ranks: how much slower the best layout became and whether another is now better
 )";
 
 int usage(const std::string& why) {
@@ -159,6 +175,150 @@ int printTraining(const topo::Graph& g, int n, const std::string& text, const st
   return 0;
 }
 
+
+struct DeviceArg {
+  double peak = 0, memGiB = 0, hbmGBs = 0, eff = sim::kComputeEfficiency;
+};
+
+bool parseDevice(const std::string& text, DeviceArg* out) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
+    char* e = nullptr;
+    const double x = strtod(v.c_str(), &e);
+    if (v.empty() || *e || !(x > 0) || x > 1e9) return false;
+    if (key == "peak") out->peak = x;
+    else if (key == "mem") out->memGiB = x;
+    else if (key == "hbm") out->hbmGBs = x;
+    else if (key == "eff" && x <= 1) out->eff = x;
+    else return false;
+  }
+  return out->peak > 0 && out->memGiB > 0;
+}
+
+nlohmann::json layoutsJson(const sim::Advice& a) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const sim::LayoutResult& r : a.layouts) {
+    const sim::Layout& l = r.layout;
+    list.push_back({{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"ep", l.ep}, {"gpus_used", l.gpus()}, {"micro_batch", l.microBatch},
+                    {"interleave", l.interleave}, {"recompute", l.recompute}, {"step_s", r.stepUs / 1e6},
+                    {"tflops_per_gpu", r.tflopsPerGpu}, {"mfu", r.mfu}, {"u", r.utilization},
+                    {"mem_gib", r.memory.total() / double(1 << 30)}, {"fits", r.fits},
+                    {"compute_s", r.computeUs / 1e6}, {"tp_comm_s", r.tpUs / 1e6}, {"ep_comm_s", r.epUs / 1e6},
+                    {"pp_comm_s", r.ppUs / 1e6}, {"bubble_s", r.bubbleUs / 1e6},
+                    {"dp_exposed_s", r.dpExposedUs / 1e6}, {"placement", r.placement}});
+  }
+  return list;
+}
+
+void printLayouts(const sim::Advice& a, int top) {
+  fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>6} {:>3} {:>2} {:>2} {:>9} {:>8} {:>6} {:>6} {:>8} {:>4}  {}\n", "rank", "tp",
+             "pp", "dp", "ep", "used", "mb", "v", "rc", "step s", "TFLOP/s", "MFU", "U", "mem GiB", "fits", "placement");
+  for (size_t i = 0; i < a.layouts.size() && int(i) < top; ++i) {
+    const sim::LayoutResult& r = a.layouts[i];
+    const sim::Layout& l = r.layout;
+    auto num = [&](double x, const char* f) { return r.fits ? fmt::format(fmt::runtime(f), x) : std::string("-"); };
+    fmt::print("{:>4} {:>3} {:>3} {:>5} {:>3} {:>6} {:>3} {:>2} {:>2} {:>9} {:>8} {:>6} {:>6} {:>8.1f} {:>4}  {}\n", i + 1,
+               l.tp, l.pp, l.dp, l.ep, l.gpus(), l.microBatch, l.interleave, l.recompute ? "y" : "n", num(r.stepUs / 1e6, "{:.3f}"),
+               num(r.tflopsPerGpu, "{:.1f}"), num(r.mfu, "{:.3f}"), num(r.utilization, "{:.3f}"),
+               r.memory.total() / double(1 << 30), r.fits ? "yes" : "no", r.placement);
+  }
+}
+
+std::string layoutName(const sim::Layout& l) {
+  return fmt::format("TP {} x PP {} x DP {}{}, micro-batch {}", l.tp, l.pp, l.dp,
+                     l.ep > 1 ? fmt::format(" x EP {}", l.ep) : std::string(), l.microBatch);
+}
+
+struct AdviseArgs {
+  std::string model, faults;
+  long gpus = -1;
+  DeviceArg device;
+  double tokens = 0, memGBs = 400;
+  int top = 10;
+  bool json = false;
+  sim::AdviceOptions::Recompute recompute = sim::AdviceOptions::Recompute::Auto;
+};
+
+int printAdvice(topo::Graph& g, const AdviseArgs& args) {
+  sim::ModelSpec spec;
+  if (sim::loadModelFile(args.model, &spec) != snclSuccess) return error(lastError());
+  const sim::LayoutModel model(spec);
+  const int gpus = args.gpus < 0 ? int(g.endpointCount()) : int(args.gpus);
+  sim::AdviceOptions o;
+  o.peakTflops = args.device.peak;
+  o.memGiB = args.device.memGiB;
+  o.efficiency = args.device.eff;
+  o.hbmGBs = args.device.hbmGBs;
+  o.gpus = gpus;
+  o.memGBs = args.memGBs;
+  o.recompute = args.recompute;
+  const auto t0 = std::chrono::steady_clock::now();
+  sim::Replan plan;
+  if (sim::replanLayouts(g, model, o, args.faults, &plan) != snclSuccess) return error(lastError());
+  const double wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const sim::Advice &best = plan.healthy, &after = plan.faulted;
+  const bool faulted = plan.hasFaults;
+  const sim::LayoutResult& top = best.layouts.front();
+  const sim::LayoutResult* same = plan.sameIndex >= 0 ? &after.layouts[size_t(plan.sameIndex)] : nullptr;
+  const double tokensPerStep = double(spec.globalBatch) * spec.seq;
+  const sim::LayoutResult& run = faulted ? after.layouts.front() : top;
+  const double trainS = args.tokens > 0 ? sim::trainSeconds(model, o, run, args.tokens) : 0;
+  if (args.json) {
+    nlohmann::json j;
+    j["model"] = spec.name;
+    j["topology"] = g.name();
+    j["gpus"] = gpus;
+    j["params"] = model.totalParams();
+    j["active_params"] = model.activeParams();
+    j["layouts"] = layoutsJson(best);
+    if (faulted) {
+      j["faults"] = args.faults;
+      j["faulted"] = {{"healthy_devices", after.healthyDevices}, {"layouts", layoutsJson(after)}};
+      j["faulted"]["best_layout_slowdown"] =
+          same && same->fits && top.fits ? nlohmann::json(plan.slowdown) : nlohmann::json(nullptr);
+      j["faulted"]["another_layout_better"] = plan.anotherBetter;
+    }
+    if (args.tokens > 0) j["tokens"] = args.tokens, j["train_days"] = trainS / 86400;
+    j["simulations"] = best.simulations + after.simulations;
+    j["wall_s"] = wallS;
+    j["peak_rss_mib"] = peakRssMiB();
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model      {}: {:.4g} parameters ({:.4g} active), {} layers, hidden {}, {} heads, seq {}, batch {}, {}\n",
+             spec.name, model.totalParams(), model.activeParams(), spec.layers, spec.hidden, spec.heads, spec.seq,
+             spec.globalBatch, sim::precisionName(spec.precision));
+  fmt::print("machine    {}: {} devices, peak {} TFLOP/s x efficiency {}, {} GiB each\n", g.name(), gpus, o.peakTflops,
+             o.efficiency, o.memGiB);
+  printLayouts(best, args.top);
+  if (!top.fits) fmt::print("fits       none: the least memory any layout needs is {:.1f} GiB\n", top.memory.total() / double(1 << 30));
+  if (faulted) {
+    fmt::print("\nfaults     {}: {} healthy devices\n", args.faults, after.healthyDevices);
+    printLayouts(after, args.top);
+    if (same && same->fits && top.fits)
+      fmt::print("best       {}: {:.3f} s -> {:.3f} s per step with the faults ({:+.1f}%)\n", layoutName(top.layout),
+                 top.stepUs / 1e6, same->stepUs / 1e6, 100 * plan.slowdown);
+    else if (top.fits)
+      fmt::print("best       {}: no longer runs with the faults\n", layoutName(top.layout));
+    if (!after.layouts.front().fits) fmt::print("now best   none: no layout fits with the faults\n");
+    else
+      fmt::print("now best   {}{}\n", layoutName(after.layouts.front().layout),
+                 plan.anotherBetter ? " (another layout)" : " (the same layout)");
+  }
+  if (args.tokens > 0 && trainS > 0)
+    fmt::print("train      {:.4g} tokens = {:.4g} steps of {:.4g} tokens: {:.2f} days (6ND / (X peak U), U = {:.3f})\n",
+               args.tokens, args.tokens / tokensPerStep, tokensPerStep, trainS / 86400, run.utilization);
+  fmt::print("wall       {:.2f} s, {} collectives simulated, peak RSS {:.0f} MiB\n", wallS,
+             best.simulations + after.simulations, peakRssMiB());
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +329,7 @@ int main(int argc, char** argv) {
   bool json = false, init = false;
   std::string train;
   sim::BootstrapNet hostNet;
+  AdviseArgs advise;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string* v) {
@@ -184,6 +345,19 @@ int main(int argc, char** argv) {
     else if (!value(&v)) return usage(fmt::format("unknown option or missing value: {}", a));
     else if (a == "--topo") topoFile = v;
     else if (a == "--train") train = v;
+    else if (a == "--advise") advise.model = v;
+    else if (a == "--recompute") {
+      using R = sim::AdviceOptions::Recompute;
+      if (v != "auto" && v != "always" && v != "never") return usage("bad --recompute " + v + " (auto, always, never)");
+      advise.recompute = v == "auto" ? R::Auto : v == "always" ? R::Always : R::Never;
+    }
+    else if (a == "--device") {
+      if (!parseDevice(v, &advise.device)) return usage("bad --device " + v + " (peak=TFLOPS,mem=GiB[,hbm=GB/s][,eff=F])");
+    } else if (a == "--tokens") {
+      char* e = nullptr;
+      advise.tokens = strtod(v.c_str(), &e);
+      if (*e || v.empty() || !(advise.tokens > 0) || advise.tokens > 1e18) return usage("bad --tokens " + v);
+    }
     else if (a == "--init-latency-us" || a == "--init-gbs") {
       char* e = nullptr;
       double x = strtod(v.c_str(), &e);
@@ -202,11 +376,13 @@ int main(int argc, char** argv) {
     } else if (a == "--chunk") {
       if (snclParseSize(v.c_str(), &chunk) != snclSuccess) return usage(std::string("--chunk: ") + snclGetLastError(nullptr));
       if (chunk == 0) return usage("--chunk must be at least 1 byte");
-    } else if (a == "--ranks" || a == "--reps") {
+    } else if (a == "--ranks" || a == "--reps" || a == "--gpus" || a == "--top") {
       char* e = nullptr;
       long n = strtol(v.c_str(), &e, 10);
       if (*e || v.empty() || n < 1 || n > (1 << 24)) return usage(fmt::format("bad {} {}", a, v));
-      (a == "--ranks" ? ranks : reps) = n;
+      if (a == "--gpus") advise.gpus = n;
+      else if (a == "--top") advise.top = int(n);
+      else (a == "--ranks" ? ranks : reps) = n;
     } else if (a == "--mem-gbs") {
       char* e = nullptr;
       memGBs = strtod(v.c_str(), &e);
@@ -215,7 +391,9 @@ int main(int argc, char** argv) {
       return usage("unknown option " + a);
     }
   }
-  if (init && !train.empty()) return usage("--init and --train are separate runs");
+  if (int(init) + int(!train.empty()) + int(!advise.model.empty()) > 1)
+    return usage("--init, --train and --advise are separate runs");
+  if (!advise.model.empty() && !(advise.device.peak > 0)) return usage("--advise needs --device peak=TFLOPS,mem=GiB");
   if (init && topoFile.empty() && ranks > 0) return printInit(int(ranks), hostNet, json);
   if (topoFile.empty()) return usage("--topo is required");
   if (engine != "auto" && engine != "exact" && engine != "aggregated") return usage("bad --engine " + engine);
@@ -231,6 +409,13 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   topo::Graph g;
   if (loadTopologyFile(topoFile, &g) != snclSuccess) return error(lastError());
+  if (!advise.model.empty()) {
+    if (ranks > 0) return usage("--advise takes --gpus, not --ranks");
+    advise.faults = faults;
+    advise.memGBs = memGBs;
+    advise.json = json;
+    return printAdvice(g, advise);
+  }
   std::vector<sim::LinkFault> linkFaults;
   if (sim::parseFaults(faults, &linkFaults) != snclSuccess || sim::applyFaults(g, linkFaults) != snclSuccess)
     return error(lastError());

@@ -457,10 +457,7 @@ class DepthLimitedParser : public nlohmann::detail::json_sax_dom_parser<json> {
 
 }  // namespace
 
-Result parseTopology(std::string_view text, const std::string& source, Graph* out,
-                     const FileLimits& limits) {
-  Graph g;
-  Ctx c{source, limits, g, {}, {}};
+Result parseJsonText(std::string_view text, const std::string& source, nlohmann::json* out) {
   json doc;
   try {
     DepthLimitedParser builder(doc);
@@ -482,6 +479,30 @@ Result parseTopology(std::string_view text, const std::string& source, Graph* ou
   } catch (const std::exception& e) {
     return fail(snclInvalidArgument, "{}: cannot parse: {}", source, e.what());
   }
+  *out = std::move(doc);
+  return snclSuccess;
+}
+
+Result readTextFile(const std::string& path, size_t maxBytes, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(snclInvalidArgument, "{}: cannot open: {}", path, strerror(errno));
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  if (size < 0 || size_t(size) > maxBytes)
+    return fail(snclInvalidArgument, "{}: not a readable file of at most {} bytes", path, maxBytes);
+  out->resize(size_t(size));
+  in.seekg(0);
+  in.read(out->data(), size);
+  if (!in) return fail(snclInvalidArgument, "{}: read failed", path);
+  return snclSuccess;
+}
+
+Result parseTopology(std::string_view text, const std::string& source, Graph* out,
+                     const FileLimits& limits) {
+  Graph g;
+  Ctx c{source, limits, g, {}, {}};
+  json doc;
+  SNCL_CHECK(parseJsonText(text, source, &doc));
   try {
     SNCL_CHECK(parseDocument(c, doc));
   } catch (const std::bad_alloc&) {
@@ -494,17 +515,8 @@ Result parseTopology(std::string_view text, const std::string& source, Graph* ou
 }
 
 Result loadTopologyFile(const std::string& path, Graph* out, const FileLimits& limits) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(snclInvalidArgument, "{}: cannot open the topology file: {}", path, strerror(errno));
   std::string text;
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0 || size_t(size) > limits.maxFileBytes)
-    return fail(snclInvalidArgument, "{}: not a readable file of at most {} bytes", path, limits.maxFileBytes);
-  text.resize(size_t(size));
-  in.seekg(0);
-  in.read(text.data(), size);
-  if (!in) return fail(snclInvalidArgument, "{}: read failed", path);
+  SNCL_CHECK(readTextFile(path, limits.maxFileBytes, &text));
   SNCL_CHECK(parseTopology(text, path, out, limits));
   log::info("topology {}: {} vertices, {} links, {} endpoints", path, out->vertexCount(),
             out->linkCount(), out->endpointCount());

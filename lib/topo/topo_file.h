@@ -7,6 +7,7 @@
 // wrong. No input crashes the parser (tools/run_fuzz.sh checks that).
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,12 @@ Result loadTopologyFile(const std::string& path, Graph* out, const FileLimits& l
 // Parses text; `source` names it in error messages.
 Result parseTopology(std::string_view text, const std::string& source, Graph* out,
                      const FileLimits& limits = {});
+
+// JSON text (// and /* */ comments allowed, nesting bounded) into a document; a syntax error
+// names source:line:column. Other readers of JSON input files share it (lib/sim/layout_model).
+Result parseJsonText(std::string_view text, const std::string& source, nlohmann::json* out);
+// A whole file of at most maxBytes.
+Result readTextFile(const std::string& path, size_t maxBytes, std::string* out);
 
 // The graph as an explicit topology file (vertices and links, no generators, rank_map when
 // the rank order is not the endpoint order, link states). Loading it gives the same graph.
