@@ -125,8 +125,11 @@ TEST_CASE("membership: a rank stopped past the deadline, then resumed, is cut of
   // victim 0 is the coordinator of every agreement: the survivors must pass it over.
   // Survivors that stay (their old comm open, silent) make the resumed rank wait out its
   // deadlines; survivors that leave break its connections.
+  // The coordinator's case every run; one of the other two, drawn from the seed (each takes
+  // about three deadlines).
   struct Case { int victim; bool survivorsStay; };
-  for (const Case c : {Case{0, true}, Case{2, true}, Case{1, false}}) {
+  const Case others[] = {Case{2, true}, Case{1, false}};
+  for (const Case c : {Case{0, true}, others[testSeed() % 2]}) {
     INFO("victim " << c.victim << (c.survivorsStay ? ", survivors stay" : ", survivors leave"));
     Shared* shared = makeShared();
     const int controller = c.victim == kRanks - 1 ? 0 : kRanks - 1;  // stops and resumes it

@@ -13,12 +13,17 @@ build() {  # build dir, extra cmake args...
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j2
 }
-run_tests() {  # build dir
+run_tests() {  # build dir, labels to leave out (a regex; "" none)
   # Tests without ranks two at a time, then the rest one at a time.
-  ctest --test-dir "$1" --output-on-failure --timeout 900 -L unit -j2
-  ctest --test-dir "$1" --output-on-failure --timeout 900 -LE unit
+  local skip=${2:+|$2}
+  ctest --test-dir "$1" --output-on-failure --timeout 900 -L unit ${2:+-LE "$2"} -j2
+  ctest --test-dir "$1" --output-on-failure --timeout 900 -LE "unit$skip"
+}
+phase() {  # how long each part took, for keeping the run short
+  echo "test.sh: $1 at $((SECONDS / 60)) min $((SECONDS % 60)) s"
 }
 
+phase "dependencies installed"
 bash tools/check_includes.sh   # the layering of lib/README.md
 build build -DCMAKE_BUILD_TYPE=Release -DSNCL_WERROR=ON   # a new warning fails CI
 # While the Release tests run (their ranks mostly wait on each other: about half the CPU
@@ -35,11 +40,17 @@ chrt --idle 0 bash -c 'set -e
   cmake --build build-asan -j2
   bash tools/run_fuzz.sh 0' > build-asan/background.log 2>&1 &
 background=$!
+phase "Release built"
 run_tests build
+phase "Release tests passed"
 if ! wait "$background"; then
   cat build-asan/background.log
   echo "test.sh: the ASan or fuzzing build failed" >&2
   exit 1
 fi
+phase "ASan+UBSan built"
 bash tools/run_fuzz.sh 30   # the topology-file parser and cache reader under libFuzzer, 30 s each, at once
-run_tests build-asan
+# Sanitized, the tests labelled sanitizer-redundant are left out: their code runs under ASan
+# in other tests too (tests/CMakeLists.txt says which and why).
+run_tests build-asan sanitizer-redundant
+phase "ASan+UBSan tests passed"
