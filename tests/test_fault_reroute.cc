@@ -112,6 +112,34 @@ TEST_CASE("fault: a link lost mid-All-Reduce is rerouted; results bit-exact, log
   }
 }
 
+// A link back up is in service for the next failure at once: here it comes back as the
+// other link of its endpoint fails, in the same call, before the collective its change was
+// due; every rank takes the change with the agreement and routes over it.
+TEST_CASE("fault: a link back up carries the reroute of a failure right after it", "[fault]") {
+  test::ScopedEnv env{{"SNCL_TOPO_FILE", test::topologyPath("supernode-2plane-2x4.json")},
+                      {"SNCL_BUS_DETECT_US", "50"}};
+  const unsigned seed = Catch::rngSeed();
+  const int e = int(seed % 4), plane = int(seed / 4 % 2), node = int(seed / 8 % 2);
+  const std::string a = fmt::format("n{0}.e{1}-n{0}.l1p{2}", node, e, plane);
+  const std::string b = fmt::format("n{0}.e{1}-n{0}.l1p{2}", node, e, 1 - plane);
+  INFO("link " << a << " down at call 2, back up at call 4 as " << b << " goes down");
+  auto comms = test::busComms(kRanks, fmt::format("link={0}:down@op=2;link={0}:up@op=4;link={1}:down@op=4", a, b));
+  REQUIRE(comms.size() == size_t(kRanks));
+  auto healthy = allReduce(comms);
+  for (int call = 2; call <= 6; ++call) {
+    auto out = allReduce(comms);
+    for (int r = 0; r < kRanks; ++r) {
+      INFO("call " << call << ", rank " << r << ": " << out[r].message);
+      REQUIRE(out[r].result == snclSuccess);
+      size_t off = 0;
+      for (size_t i = 0; i < kCount; ++i) off += std::fabs(out[r].out[i] - healthy[r].out[i]) > 1e-5f;
+      CHECK(off == 0);
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) CHECK(stats(comms[r]).linkFailures == 2);
+  test::destroyAll(comms);
+}
+
 TEST_CASE("fault: a slow detector still converges (only the ring neighbours of the link see it)", "[fault]") {
   test::ScopedEnv env{{"SNCL_TOPO_FILE", test::topologyPath("supernode-2plane-2x4.json")}, {"SNCL_ALGO", "ring"}};
   auto comms = test::busComms(kRanks, "link=n1.e2-n1.l1p1:down@op=2");

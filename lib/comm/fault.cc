@@ -44,6 +44,7 @@ struct Message {
     int32_t algorithm, hierarchy, inner, outer;
   } plans[kKeptCalls];
   uint32_t rails, railsLost;  // Report: its transports' rails, usable and lost (lib/transport/transport.h)
+  uint64_t changes;           // Report: link changes it saw logged; Decision: every rank takes those first
   int32_t inGroup;            // Report: in a group of sends and receives, between calls seq-1 and seq
   int32_t p2pOverflow;        // Report: received from more peers than p2p holds
   uint32_t np2p;              // Report: messages received per peer; Decision: of the rank's, per peer
@@ -176,6 +177,13 @@ bool takenBackUp(snclComm* comm, uint32_t link) {
   return false;
 }
 
+// Link changes logged before the fault (a link back up, a degrade or its end) go into the
+// topology now, on every rank alike, rather than at the collective the log stamped: the
+// failure being agreed on must be routed around links already back in service.
+void takeLinkChanges(snclComm* comm, uint64_t changes) {
+  for (auto& t : comm->transports) t->takeLinkChanges(changes);
+}
+
 // The links marked down in the topology (a new epoch); false when two ranks then have no
 // route, naming the pair in *why.
 bool markDown(snclComm* comm, const std::vector<uint32_t>& links, std::string* why) {
@@ -276,6 +284,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   // transfers did not cross it can finish its call and go on (lib/comm/catch_up.h).
   std::vector<uint32_t> links;
   uint32_t rails = 0, railsLost = 0;
+  uint64_t changes = 0;  // link changes (a link back up, ...) every rank takes with the decision
   bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
   bool inGroups = false, overflow = false;  // a rank is in a group of sends and receives; counts did not fit
   // Calls lowSeq..highEnd-1 are in question: the lowest not finished everywhere, to the
@@ -289,6 +298,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     std::vector<int> ignored;
     readLists(reports[r], &links, &ignored);
     rails |= reports[r].rails, railsLost |= reports[r].railsLost;
+    changes = std::max(changes, reports[r].changes);
     lowSeq = std::min(lowSeq, reports[r].seq);
     highEnd = std::max(highEnd, reports[r].inGroup ? reports[r].seq : reports[r].seq + 1);
     inGroups |= reports[r].inGroup != 0;
@@ -356,6 +366,8 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
                        "than {} peers: a fault round cannot carry their counts", kMaxP2pPeers);
   } else if (!links.empty() || railsLost) {
     std::string unreachable;
+    d.changes = changes;
+    takeLinkChanges(comm, changes);
     bool routed = markDown(comm, links, &unreachable);
     if (routed && railsLost && !(rails & ~railsLost)) routed = false, unreachable = "no other rail remains";
     const std::string lost = lostText(g, links, railsLost);
@@ -483,6 +495,7 @@ Result follow(snclComm* comm, Message mine, std::vector<int> dead, Deadline dead
   out->message = std::string(m.text, strnlen(m.text, sizeof(m.text)));
   if (out->verdict == Verdict::Retry || out->verdict == Verdict::LinkLost) {
     std::string ignored;
+    takeLinkChanges(comm, m.changes);
     markDown(comm, out->links, &ignored);
   }
   return snclSuccess;
@@ -549,7 +562,10 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   mine.code = cause;
   mine.canRetry = canRetry ? 1 : 0;
   mine.seq = seq;
-  for (auto& t : comm->transports) mine.rails |= t->railsUsable(), mine.railsLost |= t->railsLost();
+  for (auto& t : comm->transports) {
+    mine.rails |= t->railsUsable(), mine.railsLost |= t->railsLost();
+    mine.changes = std::max(mine.changes, t->linkChangesLogged());
+  }
   mine.oldest = oldestKept(comm, seq);
   std::vector<std::pair<uint64_t, Plan>> plans;
   keptPlans(comm, seq, plan, &plans);

@@ -177,6 +177,11 @@ class Transport {
     (void)attempt, (void)deadline;
     return fail(snclInvalidUsage, "the {} transport cannot be reset for a retry", name());
   }
+  // Link changes other than failures (a link back up, degraded, or no longer): the number
+  // logged so far, and taking the first `changes` of them into the comm's topology at once
+  // (the comm agreed on a fault; lib/comm/fault.cc), ahead of the collective they were due.
+  virtual uint64_t linkChangesLogged() const { return 0; }
+  virtual void takeLinkChanges(uint64_t changes) { (void)changes; }
   // Rails: paths of its own that a transport routes around by a reset, apart from the
   // topology's links (ofi: an endpoint per network interface). Bit i is rail i, numbered
   // alike on every rank. railsUsable: those it had after setup or its last reset (0: it

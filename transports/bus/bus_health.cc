@@ -138,11 +138,27 @@ void BusTransport::beforePlan(uint64_t seq) {
   RankHealth& me = state_->rank(rank_);
   if (me.plannedSeq.load(std::memory_order_relaxed) < seq + 1) me.plannedSeq.store(seq + 1);
   if (changes.writers.load() == 0 && changes.count.load() == me.appliedChanges) return;
+  takeChanges(UINT64_MAX, seq);
+}
+
+uint64_t BusTransport::linkChangesLogged() const {
+  return state_ ? state_->header().changes.count.load() : 0;
+}
+
+void BusTransport::takeLinkChanges(uint64_t count) {
+  if (state_) takeChanges(count, UINT64_MAX);
+}
+
+// Applies the logged changes below count (UINT64_MAX: all there are) that are due by
+// collective seq (UINT64_MAX: every one, whatever it was stamped for).
+void BusTransport::takeChanges(uint64_t count, uint64_t seq) {
+  LinkChanges& changes = state_->header().changes;
+  RankHealth& me = state_->rank(rank_);
   {
     PidLock lock(changes.owner);
-    for (; me.appliedChanges < changes.count.load(); ++me.appliedChanges) {
+    for (; me.appliedChanges < std::min(count, changes.count.load()); ++me.appliedChanges) {
       const LinkChange& c = changes.entry[me.appliedChanges % LinkChanges::kEntries];
-      if (c.fromSeq > seq) break;
+      if (seq != UINT64_MAX && c.fromSeq > seq) break;
       dueChanges_.push_back(c);
     }
   }

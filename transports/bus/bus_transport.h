@@ -67,6 +67,8 @@ class BusTransport : public Transport, public BusControl {
   Result reset(uint32_t attempt, Deadline deadline) override;
   size_t memoryBytes() const override;
   void linkViews(std::vector<LinkView>* out) const override;
+  uint64_t linkChangesLogged() const override;
+  void takeLinkChanges(uint64_t changes) override;
 
   Result injectFaults(std::string_view spec) override;
   Result linkCounters(std::string_view link, snclBusCounters_t* out) const override;
@@ -141,6 +143,7 @@ class BusTransport : public Transport, public BusControl {
   // faults and health
   Result applyFault(const Fault& f);
   Result logLinkChange(topo::LinkId link, Health state, uint32_t slowdownX1k);
+  void takeChanges(uint64_t count, uint64_t seq);
   void checkTriggers(bool atCallBegin);
   void syncHealth();
   void failAll(Result code, std::string message, uint64_t atNs);
