@@ -53,11 +53,13 @@ struct Target {
 // init that failed on some rank).
 std::optional<Target> served(MPI_Comm comm);
 
-// What a queued call needs until it ran: converted count arrays, a scratch buffer, and a
-// step to run once it finished (moving an in-place result into place).
+// What a queued call needs until it ran: converted count arrays, a scratch buffer, packed
+// copies of buffers with gaps (bindings/mpi/staging.h), and a step to run once it finished
+// (unpacking, moving an in-place result into place).
 struct Job {
   std::vector<size_t> arrays;
   std::vector<unsigned char> scratch;
+  std::vector<std::vector<unsigned char>> packed;
   std::function<void()> after;
 };
 
@@ -81,6 +83,10 @@ class Enqueue {
 // (intercepted) complete. An sncl failure calls comm's error
 // handler with MPI_ERR_OTHER, as MPI would on a failed collective.
 int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue);
+
+// A served call that moves no data (zero bytes on every rank, as MPI's matching signatures
+// make them): completes at once, as a request too.
+int nothing(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req);
 
 // Waits until query() is no longer snclInProgress and returns its answer, calling into MPI
 // meanwhile: a peer may need this rank's MPI progress (a rendezvous send to a receive this

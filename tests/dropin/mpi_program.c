@@ -2,8 +2,9 @@
  * libsncl_mpi.so serves, blocking and nonblocking (several outstanding, completed by
  * MPI_Waitall, MPI_Testall loops, MPI_Waitany and MPI_Waitsome, mixed with point-to-point
  * requests), with odd and random counts, in-place forms, every root, bitwise and logical
- * ops, contiguous derived types, on MPI_COMM_WORLD, duplicates and a split; and calls that
- * must fall back (a strided vector type, MAXLOC, a user op, short, an intercommunicator).
+ * ops, derived types with and without gaps, ranks with different but matching types, on
+ * MPI_COMM_WORLD, duplicates and a split; and calls that must fall back (MAXLOC, a user op,
+ * short, an intercommunicator).
  * Rank 0 prints a digest of every result of every rank; runs with and without the preload
  * must print the same. Values are small integers, so floating sums are exact in any order. */
 #include <mpi.h>
@@ -91,7 +92,7 @@ static void suite(MPI_Comm comm, int big) {
   MPI_Type_commit(&every2);
   memcpy(fb, fa, sizeof(float) * count);
   MPI_Bcast(fb, 1, every2, 0, comm);
-  record("bcast vector type (fallback)", fb, sizeof(float) * count);
+  record("bcast vector type", fb, sizeof(float) * count);
   MPI_Type_free(&every2);
 
   memset(ib, 0, sizeof(int) * count);
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
   suite(MPI_COMM_WORLD, 0);
   suite(MPI_COMM_WORLD, 1);
   more(MPI_COMM_WORLD, 1);
+  mixedTypes(MPI_COMM_WORLD);
   MPI_Comm dup, half;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   suite(dup, 0);
@@ -142,6 +144,7 @@ int main(int argc, char** argv) {
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half); /* reversed order inside */
   suite(half, 0);
   more(half, 3);
+  mixedTypes(half);
   /* An intercommunicator between the halves: passed to MPI (sum over the other half). */
   MPI_Comm inter;
   const int other = 1 - rank % 2, otherLeader = other + 2 * ((n - 1 - other) / 2); /* its rank 0: highest */

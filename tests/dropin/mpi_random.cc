@@ -187,10 +187,9 @@ MpiCall translate(const Call& call, uint64_t h) {
   m.vform = (m.kind == kAllgather || m.kind == kAlltoall || m.kind == kGather || m.kind == kScatter ||
              m.kind == kReduceScatterBlock) &&
             (h >> 44) % 3 == 0;
-  if (m.vform && m.kind != kReduceScatterBlock) m.predictSncl = true;  // served with any counts, 0 too
-  else if (m.kind == kBarrier) m.predictSncl = true;
-  else if (reduction) m.predictSncl = m.count > 0 && m.type.snclType && m.op.snclOp;
-  else m.predictSncl = m.count > 0;  // contiguous derived types move as bytes too
+  // Served whenever sncl has the reduction's type and op, counts of 0 too (nothing to
+  // move on any rank); derived types move as bytes.
+  m.predictSncl = !reduction || (m.type.snclType && m.op.snclOp);
   return m;
 }
 
