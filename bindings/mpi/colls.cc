@@ -6,6 +6,7 @@
 // completes at once on every rank.
 #include <cstring>
 
+#include "bindings/mpi/callback_reduce.h"
 #include "bindings/mpi/common.h"
 #include "bindings/mpi/staging.h"
 #include "bindings/mpi/types.h"
@@ -16,13 +17,15 @@ namespace {
 int allreduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* req) {
   const Kind k = kindOf(kAllreduce, req);
   Reduction red{};
-  const char* why = reduction(dt, op, count, &red);
+  bool callback = false;
+  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Iallreduce(sb, rb, count, dt, op, comm, req) : PMPI_Allreduce(sb, rb, count, dt, op, comm);
   }
-  noteSncl(k, red.n * red.elem);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  if (callback) return callbackAllreduce(k, sb, rb, count, dt, op, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   std::unique_ptr<Job> job;
   const bool ip = sb == MPI_IN_PLACE;
@@ -37,7 +40,8 @@ int reduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, int 
            MPI_Request* req) {
   const Kind k = kindOf(kReduce, req);
   Reduction red{};
-  const char* why = reduction(dt, op, count, &red);
+  bool callback = false;
+  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
   if (!why && (root < 0 || root >= sizeOf(comm))) why = "root";  // MPI reports the bad root
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
@@ -45,7 +49,8 @@ int reduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, int 
     return req ? PMPI_Ireduce(sb, rb, count, dt, op, root, comm, req)
                : PMPI_Reduce(sb, rb, count, dt, op, root, comm);
   }
-  noteSncl(k, red.n * red.elem);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  if (callback) return callbackReduce(k, sb, rb, count, dt, op, root, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   const bool isRoot = rankIn(comm) == root;
   const bool ip = isRoot && sb == MPI_IN_PLACE;  // MPI_IN_PLACE is legal at the root only
@@ -205,15 +210,17 @@ int reduceScatterBlock(const void* sb, void* rb, int rcount, MPI_Datatype dt, MP
                        MPI_Request* req) {
   const Kind k = kindOf(kReduceScatterBlock, req);
   Reduction red{};
-  const char* why = reduction(dt, op, rcount, &red);
+  bool callback = false;
+  const char* why = reductionOrCallback(dt, op, rcount, sizeOf(comm), &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Ireduce_scatter_block(sb, rb, rcount, dt, op, comm, req)
                : PMPI_Reduce_scatter_block(sb, rb, rcount, dt, op, comm);
   }
-  const size_t bytes = red.n * red.elem;
+  const size_t bytes = typeSize(dt) * static_cast<size_t>(rcount);
   noteSncl(k, bytes);
+  if (callback) return callbackReduceScatterBlock(k, sb, rb, rcount, dt, op, comm, *t, req);
   if (!bytes) return nothing(k, comm, *t, req);
   const long all = sizeOf(comm) * static_cast<long>(rcount);
   std::unique_ptr<Job> job;

@@ -59,6 +59,10 @@ size_t typeBytes(snclDataType_t t) {
 
 }  // namespace
 
+const char* const kWhyPairOp = "MAXLOC/MINLOC on a pair type";
+const char* const kWhyType = "datatype sncl cannot reduce";
+const char* const kWhyUserOp = "user-defined op";
+
 size_t typeSize(MPI_Datatype t) {
   int size = 0;
   if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0) return 0;
@@ -83,13 +87,13 @@ bool dense(MPI_Datatype t, long count, ptrdiff_t* offset) {
 }
 
 const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
-  if (op == MPI_MAXLOC || op == MPI_MINLOC) return "MAXLOC/MINLOC on a pair type";
+  if (op == MPI_MAXLOC || op == MPI_MINLOC) return kWhyPairOp;
   if (t == MPI_DATATYPE_NULL) return "datatype";
   const auto base = baseOf(t, 0);
   const auto type = base ? reduceType(*base) : std::nullopt;
   const bool bitwise = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
   const snclDataType_t st = type ? *type : snclUint8;
-  if (!type && !(bitwise && base && *base == MPI_BYTE)) return "datatype sncl cannot reduce";  // MPI: bitwise ops on bytes
+  if (!type && !(bitwise && base && *base == MPI_BYTE)) return kWhyType;  // MPI: bitwise ops on bytes
   snclRedOp_t o;
   if (op == MPI_SUM) o = snclSum;
   else if (op == MPI_PROD) o = snclProd;
@@ -101,7 +105,7 @@ const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
   else if (op == MPI_LAND) o = snclLand;
   else if (op == MPI_LOR) o = snclLor;
   else if (op == MPI_LXOR) o = snclLxor;
-  else return "user-defined op";
+  else return kWhyUserOp;
   if (o >= snclBand && !isInteger(st)) return "bitwise or logical op on a floating type";
   if (count < 0) return "negative count";
   const size_t elem = typeBytes(st);

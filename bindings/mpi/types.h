@@ -32,6 +32,11 @@ struct Reduction {
   size_t n;     // sncl elements (count times the predefined elements of one element of t)
   size_t elem;  // bytes of one sncl element
 };
+// Why reduction() refuses an op or type that a callback reduction (callback_reduce.h) serves.
+extern const char* const kWhyPairOp;
+extern const char* const kWhyType;
+extern const char* const kWhyUserOp;
+
 // nullptr with *out filled when sncl reduces count elements of t with op, else why not.
 // Depends on op and t's signature only: the same answer on every rank of a correct call.
 const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out);

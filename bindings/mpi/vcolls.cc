@@ -5,6 +5,7 @@
 // that they live until the call ran even though sncl copies them too.
 #include <cstring>
 
+#include "bindings/mpi/callback_reduce.h"
 #include "bindings/mpi/common.h"
 #include "bindings/mpi/staging.h"
 #include "bindings/mpi/types.h"
@@ -179,14 +180,16 @@ int reduceScatter(const void* sb, void* rb, const int* rcounts, MPI_Datatype dt,
     total += rcounts[i];
   }
   Reduction red{};
-  const char* why = negative ? "negative count" : reduction(dt, op, total, &red);
+  bool callback = false;
+  const char* why = negative ? "negative count" : reductionOrCallback(dt, op, total, n, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Ireduce_scatter(sb, rb, rcounts, dt, op, comm, req)
                : PMPI_Reduce_scatter(sb, rb, rcounts, dt, op, comm);
   }
-  noteSncl(k, red.n * red.elem);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(total));
+  if (callback) return callbackReduceScatter(k, sb, rb, rcounts, dt, op, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   const size_t per = red.n / static_cast<size_t>(total);  // sncl elements per MPI element
   std::unique_ptr<Job> job = std::make_unique<Job>();
@@ -212,7 +215,8 @@ int scan(bool exclusive, const void* sb, void* rb, int count, MPI_Datatype dt, M
          MPI_Request* req) {
   const Kind k = kindOf(exclusive ? kExscan : kScan, req);
   Reduction red{};
-  const char* why = reduction(dt, op, count, &red);
+  bool callback = false;
+  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
@@ -220,7 +224,8 @@ int scan(bool exclusive, const void* sb, void* rb, int count, MPI_Datatype dt, M
       return req ? PMPI_Iexscan(sb, rb, count, dt, op, comm, req) : PMPI_Exscan(sb, rb, count, dt, op, comm);
     return req ? PMPI_Iscan(sb, rb, count, dt, op, comm, req) : PMPI_Scan(sb, rb, count, dt, op, comm);
   }
-  noteSncl(k, red.n * red.elem);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  if (callback) return callbackScan(k, exclusive, sb, rb, count, dt, op, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   std::unique_ptr<Job> job;
   const bool ip = sb == MPI_IN_PLACE;

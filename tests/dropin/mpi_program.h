@@ -15,4 +15,8 @@ void more(MPI_Comm comm, unsigned seed);
  * zero-size types vs zero counts) to the same collectives. */
 void mixedTypes(MPI_Comm comm);
 
+/* A non-commutative user op (2x2 matrix products) through every reduction, and MINLOC on
+ * a pair type: served by the drop-in's callback reduction, in MPI's rank order. */
+void userOps(MPI_Comm comm);
+
 #endif

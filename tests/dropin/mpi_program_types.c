@@ -115,3 +115,61 @@ void mixedTypes(MPI_Comm comm) {
   free(a);
   free(b);
 }
+
+/* inout = in * inout for 2x2 integer matrices mod 1009: associative, not commutative. */
+static void matmul(void* in, void* inout, int* len, MPI_Datatype* t) {
+  (void)t;
+  const int* a = in;
+  int* b = inout;
+  for (int i = 0; i < *len; ++i, a += 4, b += 4) {
+    const int c[4] = {(a[0] * b[0] + a[1] * b[2]) % 1009, (a[0] * b[1] + a[1] * b[3]) % 1009,
+                      (a[2] * b[0] + a[3] * b[2]) % 1009, (a[2] * b[1] + a[3] * b[3]) % 1009};
+    memcpy(b, c, sizeof c);
+  }
+}
+
+void userOps(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  const int k = 5; /* matrices per rank and block */
+  MPI_Datatype mat;
+  MPI_Type_contiguous(4, MPI_INT, &mat);
+  MPI_Type_commit(&mat);
+  MPI_Op op;
+  MPI_Op_create(matmul, 0, &op);
+  int* a = malloc(sizeof(int) * 4 * (size_t)(k * n));
+  int* b = calloc((size_t)(4 * k * n), sizeof(int));
+  for (int i = 0; i < 4 * k * n; ++i) a[i] = (i * 7 + rank * 31 + 1) % 1009;
+
+  MPI_Allreduce(a, b, k, mat, op, comm);
+  record("user op allreduce (non-commutative)", b, sizeof(int) * 4 * k);
+  memset(b, 0, sizeof(int) * 4 * k);
+  MPI_Reduce(a, b, k, mat, op, n - 1, comm);
+  record("user op reduce (non-commutative)", b, rank == n - 1 ? sizeof(int) * 4 * k : 0);
+  MPI_Scan(a, b, k, mat, op, comm);
+  record("user op scan (non-commutative)", b, sizeof(int) * 4 * k);
+  memset(b, 0, sizeof(int) * 4 * k);
+  MPI_Exscan(a, b, k, mat, op, comm);
+  record("user op exscan (non-commutative)", b, rank ? sizeof(int) * 4 * k : 0);
+  MPI_Reduce_scatter_block(a, b, k, mat, op, comm);
+  record("user op reduce_scatter_block (non-commutative)", b, sizeof(int) * 4 * k);
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, a, k, mat, op, comm, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  record("user op iallreduce in place (non-commutative)", a, sizeof(int) * 4 * k);
+
+  struct { double v; int at; } pairs[3], best[3];
+  for (int i = 0; i < 3; ++i) {
+    pairs[i].v = (double)((rank * 5 + i * 3) % 7);
+    pairs[i].at = rank;
+  }
+  MPI_Reduce(pairs, best, 3, MPI_DOUBLE_INT, MPI_MINLOC, 0, comm);
+  if (rank == 0)
+    for (int i = 0; i < 3; ++i) record("reduce minloc double-int", &best[i], sizeof(double) + sizeof(int));
+
+  MPI_Op_free(&op);
+  MPI_Type_free(&mat);
+  free(a);
+  free(b);
+}

@@ -6,7 +6,7 @@
 # run passes plain but not preloaded (a hang counts as a failure).
 #   run_suite.sh <out of fetch_and_build.sh> <libsncl_mpi.so> [parallel runs (2)] [name regex]
 set -uo pipefail
-out=$(cd "$1" && pwd) lib=$2 jobs=${3:-2} only=${4:-.}
+out=$(cd "$1" && pwd) lib=$2 jobs=${3:-2} only=${4:-[^ ]+}
 limit=${MPICH_COLL_TIMEOUT:-60}
 preload=${SNCL_SANITIZER_RUNTIME:+$SNCL_SANITIZER_RUNTIME }$lib
 logs=$(mktemp -d)
@@ -57,7 +57,7 @@ rows=$(cat "$logs"/*.row 2>/dev/null | sort -k1,1 -k2,2n)
 echo "$rows" | awk '{ args = ""; for (i = 8; i <= NF; ++i) args = args " " $i
   printf "%-22s %3s %-5s %-5s %9s %9s %6s %s\n", $1, $2, $3, $4, $5, $6, $7, args }'
 cat "$logs"/*.why 2>/dev/null
-echo "$rows" | awk -v secs=$(( $(date +%s) - start )) '
+echo "$rows" | grep . | awk -v secs=$(( $(date +%s) - start )) '
   { n++; if ($3 == "PASS") pp++; if ($4 == "PASS") sp++; if ($4 == "HANG") hang++
     if ($3 == "PASS" && $4 != "PASS") bad++; s += $5; t += $6 }
   END { fmt = "mpich_coll: %d runs: %d pass plain, %d pass preloaded, %d preload-only failures, %d hangs preloaded; "
