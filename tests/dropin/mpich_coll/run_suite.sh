@@ -39,7 +39,7 @@ run_one() {  # index name ranks [testlist fields...]
   local served
   served=$(awk '/^sncl_mpi: rank [0-9]+: served [0-9]+ of [0-9]+ collective calls/ { s += $5; t += $7 }
                 END { printf "%d %d", s, t }' "$logs/$i.sncl")
-  printf '%s %s %s %s %s %.1f %s\n' "$name" "$np" "$plain" "$sncl" "$served" "$(echo "$t1 - $t0" | bc)" "${args[*]:-}" \
+  printf '%s %s %s %s %s %.1f %s\n' "$name" "$np" "$plain" "$sncl" "$served" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "${args[*]:-}" \
     >"$logs/$i.row"
   if [ "$plain" = PASS ] && [ "$sncl" != PASS ]; then
     { echo "--- $name $np ${args[*]:-} under the preload: $sncl"; grep -v '^sncl_mpi: rank [0-9]*: MPI_' "$logs/$i.sncl" | tail -20; } \
