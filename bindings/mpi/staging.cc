@@ -74,17 +74,29 @@ Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, const s
   const Staged s{reinterpret_cast<char*>(job->packed.back().data()), size, first};
   for (const Block& b : blocks)
     if (in) packBlock(user + b.disp * extent, b.count, t, extent, s.base + s.at(b.disp), size, comm);
-  if (out)
-    thenRun(*job, [=] {
-      for (const Block& b : blocks) unpackBlock(s.base + s.at(b.disp), size, user + b.disp * extent, b.count, t, extent, comm);
+  if (out) {
+    // MPI lets the program free the datatype before a nonblocking call completes: the
+    // unpack keeps a duplicate of its own.
+    MPI_Datatype own = MPI_DATATYPE_NULL;
+    PMPI_Type_dup(t, &own);
+    thenRun(*job, [=]() mutable {
+      for (const Block& b : blocks)
+        unpackBlock(s.base + s.at(b.disp), size, user + b.disp * extent, b.count, own, extent, comm);
+      PMPI_Type_free(&own);
     });
+  }
   return s;
 }
 
 void unpackAfter(Job& job, const char* src, void* buf, MPI_Datatype t, long count, MPI_Comm comm) {
   const size_t size = typeSize(t);
   const ptrdiff_t extent = extentOf(t);
-  thenRun(job, [=] { unpackBlock(src, size, static_cast<char*>(buf), count, t, extent, comm); });
+  MPI_Datatype own = MPI_DATATYPE_NULL;  // as in stage(): the program may free t meanwhile
+  PMPI_Type_dup(t, &own);
+  thenRun(job, [=]() mutable {
+    unpackBlock(src, size, static_cast<char*>(buf), count, own, extent, comm);
+    PMPI_Type_free(&own);
+  });
 }
 
 }  // namespace sncl_mpi

@@ -5,9 +5,11 @@
 # run (plain, preloaded, collective calls served by sncl over all ranks) and fails when a
 # run passes plain but not preloaded (a hang counts as a failure).
 #   run_suite.sh <out of fetch_and_build.sh> <libsncl_mpi.so> [parallel runs (2)] [name regex]
+# MPICH_COLL_TIMEOUT: seconds per run (40). MPICH_COLL_TABLE=<file>: also writes the rows
+# per test as a Markdown table (runs passed plain and preloaded, share served).
 set -uo pipefail
 out=$(cd "$1" && pwd) lib=$2 jobs=${3:-2} only=${4:-[^ ]+}
-limit=${MPICH_COLL_TIMEOUT:-60}
+limit=${MPICH_COLL_TIMEOUT:-40}
 preload=${SNCL_SANITIZER_RUNTIME:+$SNCL_SANITIZER_RUNTIME }$lib
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -57,6 +59,16 @@ rows=$(cat "$logs"/*.row 2>/dev/null | sort -k1,1 -k2,2n)
 echo "$rows" | awk '{ args = ""; for (i = 8; i <= NF; ++i) args = args " " $i
   printf "%-22s %3s %-5s %-5s %9s %9s %6s %s\n", $1, $2, $3, $4, $5, $6, $7, args }'
 cat "$logs"/*.why 2>/dev/null
+if [ -n "${MPICH_COLL_TABLE:-}" ]; then
+  echo "$rows" | grep . | awk '
+    { if (!($1 in runs)) order[++n] = $1
+      runs[$1]++; plain[$1] += $3 == "PASS"; pre[$1] += $4 == "PASS"; s[$1] += $5; t[$1] += $6
+      np[$1] = np[$1] (np[$1] == "" ? "" : ",") $2 }
+    END { print "| test | ranks | plain | preloaded | calls served |"; print "|---|---|---|---|---|"
+          for (i = 1; i <= n; ++i) { k = order[i]
+            printf "| %s | %s | %d/%d | %d/%d | %s |\n", k, np[k], plain[k], runs[k], pre[k], runs[k],
+                   t[k] ? sprintf("%d of %d (%.1f%%)", s[k], t[k], 100 * s[k] / t[k]) : "none" } }' >"$MPICH_COLL_TABLE"
+fi
 echo "$rows" | grep . | awk -v secs=$(( $(date +%s) - start )) '
   { n++; if ($3 == "PASS") pp++; if ($4 == "PASS") sp++; if ($4 == "HANG") hang++
     if ($3 == "PASS" && $4 != "PASS") bad++; s += $5; t += $6 }
