@@ -9,19 +9,13 @@
 namespace sncl_mpi {
 namespace {
 
-// Room for count elements of t in its own layout, and where element 0 starts in it.
-struct Typed {
-  std::vector<unsigned char> mem;
-  char* at;
-};
-Typed typedRoom(MPI_Datatype t, long count) {
+// Room in job for count elements of t in its own layout: where element 0 starts in it.
+char* typedRoom(Job& job, MPI_Datatype t, long count) {
   MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
   PMPI_Type_get_extent(t, &lb, &extent);
   PMPI_Type_get_true_extent(t, &tlb, &textent);
   const size_t span = count > 0 ? static_cast<size_t>(textent + (count - 1) * extent) : 0;
-  Typed r{std::vector<unsigned char>(std::max<size_t>(span, 1)), nullptr};
-  r.at = reinterpret_cast<char*>(r.mem.data()) - tlb;
-  return r;
+  return reinterpret_cast<char*>(job.room(std::max<size_t>(span, 1))) - tlb;
 }
 
 void unpackInto(const char* packed, size_t bytes, void* buf, long count, MPI_Datatype t, MPI_Comm comm) {
@@ -33,13 +27,13 @@ void unpackInto(const char* packed, size_t bytes, void* buf, long count, MPI_Dat
 // MPI_Reduce_local(in, inout) makes inout = in op inout, so the fold runs from the last down.
 void foldAfter(Job& job, const char* all, size_t bytes, int first, int last, void* buf, long count, MPI_Datatype t,
                MPI_Op op, MPI_Comm comm) {
+  char* x = typedRoom(job, t, count);
   job.after = [=] {
     if (last < first) return;
     unpackInto(all + static_cast<size_t>(last) * bytes, bytes, buf, count, t, comm);
-    Typed x = typedRoom(t, count);
     for (int i = last - 1; i >= first; --i) {
-      unpackInto(all + static_cast<size_t>(i) * bytes, bytes, x.at, count, t, comm);
-      PMPI_Reduce_local(x.at, buf, static_cast<int>(count), t, op);
+      unpackInto(all + static_cast<size_t>(i) * bytes, bytes, x, count, t, comm);
+      PMPI_Reduce_local(x, buf, static_cast<int>(count), t, op);
     }
   };
 }
@@ -51,8 +45,7 @@ const char* packedInput(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype
 
 // n inputs of bytes each, received into the job.
 char* inputsRoom(Job& job, int n, size_t bytes) {
-  job.scratch.resize(std::max<size_t>(static_cast<size_t>(n) * bytes, 1));
-  return reinterpret_cast<char*>(job.scratch.data());
+  return reinterpret_cast<char*>(job.room(std::max<size_t>(static_cast<size_t>(n) * bytes, 1)));
 }
 
 }  // namespace
@@ -72,7 +65,7 @@ int callbackAllreduce(Kind k, const void* sb, void* rb, int count, MPI_Datatype 
                       const Target& target, MPI_Request* req) {
   const size_t bytes = typeSize(t) * static_cast<size_t>(count);
   if (!bytes) return nothing(k, comm, target, req);
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   const char* mine = packedInput(job, sb == MPI_IN_PLACE ? rb : sb, t, count, comm);
   const int n = sizeOf(comm);
   char* all = inputsRoom(*job, n, bytes);
@@ -87,7 +80,7 @@ int callbackReduce(Kind k, const void* sb, void* rb, int count, MPI_Datatype t, 
   const size_t bytes = typeSize(t) * static_cast<size_t>(count);
   if (!bytes) return nothing(k, comm, target, req);
   const bool isRoot = rankIn(comm) == root;
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   const char* mine = packedInput(job, isRoot && sb == MPI_IN_PLACE ? rb : sb, t, count, comm);
   char* all = nullptr;
   if (isRoot) {
@@ -104,7 +97,7 @@ int callbackScan(Kind k, bool exclusive, const void* sb, void* rb, int count, MP
                  MPI_Comm comm, const Target& target, MPI_Request* req) {
   const size_t bytes = typeSize(t) * static_cast<size_t>(count);
   if (!bytes) return nothing(k, comm, target, req);
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   const char* mine = packedInput(job, sb == MPI_IN_PLACE ? rb : sb, t, count, comm);
   const int me = rankIn(comm);
   char* all = inputsRoom(*job, sizeOf(comm), bytes);
@@ -119,7 +112,7 @@ int callbackReduceScatterBlock(Kind k, const void* sb, void* rb, int count, MPI_
   const size_t bytes = typeSize(t) * static_cast<size_t>(count);  // one block
   if (!bytes) return nothing(k, comm, target, req);
   const int n = sizeOf(comm);
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   // Block i of every rank's input goes to rank i: an All-to-All, then the fold of the n blocks.
   const char* mine = packedInput(job, sb == MPI_IN_PLACE ? rb : sb, t, static_cast<long>(n) * count, comm);
   char* all = inputsRoom(*job, n, bytes);
@@ -133,7 +126,7 @@ int callbackReduceScatter(Kind k, const void* sb, void* rb, const int* counts, M
                           MPI_Comm comm, const Target& target, MPI_Request* req) {
   const int n = sizeOf(comm), me = rankIn(comm);
   const size_t size = typeSize(t);
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   // Block i (counts[i] elements) of every rank's input goes to rank i: an All-to-All-v
   // (send counts and offsets, receive counts and offsets), then the fold of the n blocks.
   job->arrays.resize(4 * static_cast<size_t>(n));

@@ -236,7 +236,7 @@ int reduceScatterBlock(const void* sb, void* rb, int rcount, MPI_Datatype dt, MP
   const bool packed = packs(dt, {{0, all}});
   char* buf = stage(job, rb, dt, all, true, false, comm).base;
   const size_t offset = static_cast<size_t>(rankIn(comm)) * bytes;
-  if (!job) job = std::make_unique<Job>();
+  if (!job) job = newJob();
   if (packed) unpackAfter(*job, buf + offset, rb, dt, rcount, comm);
   else if (offset) job->after = [=] { std::memmove(buf, buf + offset, bytes); };
   return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job&) {
@@ -254,7 +254,7 @@ int barrier(MPI_Comm comm, MPI_Request* req) {
   noteSncl(k, 0);
   // No rank leaves an all-reduce before every rank has entered it. The token lives in the
   // job: a nonblocking barrier runs after this function returned.
-  auto job = std::make_unique<Job>();
+  auto job = newJob();
   job->scratch.assign(1, 0);
   return run(k, comm, *t, req, std::move(job), [](const Target& s, Job& j) {
     return snclAllReduce(j.scratch.data(), j.scratch.data(), 1, snclUint8, snclMax, s.comm, s.stream);

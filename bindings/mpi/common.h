@@ -60,8 +60,15 @@ struct Job {
   std::vector<size_t> arrays;
   std::vector<unsigned char> scratch;
   std::vector<std::vector<unsigned char>> packed;
+  size_t packedUsed = 0;  // entries of packed this call uses (a recycled job may hold more)
   std::function<void()> after;
+  // n bytes for one packed buffer, reusing a recycled job's storage when it is large enough.
+  unsigned char* room(size_t n);
 };
+// A Job for a served call: one that a blocking call of this thread finished with (its
+// buffers keep their capacity, so repeated packed or v-form calls stop allocating), or a
+// new one. run() recycles the jobs of the blocking calls it runs on this thread.
+std::unique_ptr<Job> newJob();
 
 // The call that queues (or runs) a served collective: a reference to the caller's lambda,
 // used only during run(), so that a call neither copies nor allocates it.

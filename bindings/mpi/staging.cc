@@ -69,9 +69,9 @@ Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, const s
     first = i ? std::min(first, blocks[i].disp) : blocks[i].disp;
     end = i ? std::max(end, blocks[i].disp + blocks[i].count) : blocks[i].disp + blocks[i].count;
   }
-  if (!job) job = std::make_unique<Job>();
-  job->packed.emplace_back(std::max<size_t>(static_cast<size_t>(end - first) * size, 1));
-  const Staged s{reinterpret_cast<char*>(job->packed.back().data()), size, first};
+  if (!job) job = newJob();
+  const Staged s{reinterpret_cast<char*>(job->room(std::max<size_t>(static_cast<size_t>(end - first) * size, 1))), size,
+                 first};
   for (const Block& b : blocks)
     if (in) packBlock(user + b.disp * extent, b.count, t, extent, s.base + s.at(b.disp), size, comm);
   if (out) {

@@ -7,7 +7,8 @@
 // Cost: a packed side costs one copy through MPI's type engine each way, which MPI itself
 // pays for such types too (its own collectives pack or send per block); the dense case,
 // every predefined type and contiguous or vector-without-gaps derived type, costs nothing
-// and allocates nothing.
+// and allocates nothing. The copies live in the call's Job, which a blocking call's thread
+// reuses (newJob): repeated packed calls stop allocating once the storage has grown.
 #pragma once
 
 #include <mpi.h>

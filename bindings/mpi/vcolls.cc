@@ -48,7 +48,7 @@ int allgatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const i
     return req ? PMPI_Iallgatherv(sb, scount, stype, rb, rcounts, displs, rtype, comm, req)
                : PMPI_Allgatherv(sb, scount, stype, rb, rcounts, displs, rtype, comm);
   }
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   const Staged out = stage(job, rb, rtype, blocks, ip, true, comm);
   job->arrays.resize(2 * static_cast<size_t>(n));
   size_t* counts = job->arrays.data();
@@ -77,7 +77,7 @@ int alltoallv(const void* sb, const int* scounts, const int* sdispls, MPI_Dataty
     return req ? PMPI_Ialltoallv(sb, scounts, sdispls, stype, rb, rcounts, rdispls, rtype, comm, req)
                : PMPI_Alltoallv(sb, scounts, sdispls, stype, rb, rcounts, rdispls, rtype, comm);
   }
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   job->arrays.resize(4 * static_cast<size_t>(n));
   size_t* a = job->arrays.data();  // send counts, send offsets, receive counts, receive offsets
   const Staged out = stage(job, rb, rtype, got, ip, true, comm);
@@ -120,7 +120,7 @@ int gatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int*
     return req ? PMPI_Igatherv(sb, scount, stype, rb, rcounts, displs, rtype, root, comm, req)
                : PMPI_Gatherv(sb, scount, stype, rb, rcounts, displs, rtype, root, comm);
   }
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   char* dst = nullptr;
   if (isRoot) {
     const Staged out = stage(job, rb, rtype, blocks, ip, true, comm);
@@ -152,7 +152,7 @@ int scatterv(const void* sb, const int* scounts, const int* displs, MPI_Datatype
     return req ? PMPI_Iscatterv(sb, scounts, displs, stype, rb, rcount, rtype, root, comm, req)
                : PMPI_Scatterv(sb, scounts, displs, stype, rb, rcount, rtype, root, comm);
   }
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   char* src = nullptr;
   if (isRoot) {
     const Staged in = stage(job, sb, stype, blocks, true, false, comm);
@@ -192,7 +192,7 @@ int reduceScatter(const void* sb, void* rb, const int* rcounts, MPI_Datatype dt,
   if (callback) return callbackReduceScatter(k, sb, rb, rcounts, dt, op, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   const size_t per = red.n / static_cast<size_t>(total);  // sncl elements per MPI element
-  std::unique_ptr<Job> job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   job->arrays.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) job->arrays[i] = static_cast<size_t>(rcounts[i]) * per;
   const long mine = rcounts[rankIn(comm)];
