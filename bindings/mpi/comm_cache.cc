@@ -1,8 +1,11 @@
 #include "bindings/mpi/comm_cache.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "bindings/mpi/common.h"
@@ -57,7 +60,34 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
-// Collective over comm: rank 0 makes the id, PMPI_Bcast shares it, and an all-reduce of
+// sncl's deadline for a blocking wait (SNCL_TIMEOUT_MS, as the sncl comm reads it).
+long deadlineMs() {
+  const char* s = std::getenv("SNCL_TIMEOUT_MS");
+  const long ms = s ? std::atol(s) : 0;
+  return ms > 0 ? ms : 60000;
+}
+
+// Completes an exchange of the comm's setup within the deadline. Every rank reaches the
+// setup at the same call (the choice to serve depends on what MPI requires equal), so one
+// that waits past it means an erroneous program (ranks in different collectives): it says
+// so and aborts rather than wait for ever.
+void finishWithin(MPI_Request* req, MPI_Comm comm, const char* what) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlineMs());
+  for (int done = 0;;) {
+    PMPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() > end) {
+      std::fprintf(stderr,
+                   "sncl_mpi: rank %d: %s of a new sncl comm: not every rank of the communicator arrived within "
+                   "%ld ms (SNCL_TIMEOUT_MS); do the ranks make the same collective calls?\n",
+                   rankIn(comm), what, deadlineMs());
+      PMPI_Abort(comm, 1);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Collective over comm: rank 0 makes the id, a broadcast shares it, and an all-reduce of
 // the outcome makes every rank take the same path even when one rank's init failed; the
 // same all-reduce agrees the comm's teardown order (the max over its members of
 // lastOrder + 1, a Lamport clock: two comms sharing a rank get different orders, in the
@@ -73,8 +103,15 @@ Entry* build(MPI_Comm comm) {
   int ok = 1;
   if (rank == 0 && snclGetUniqueId(&id) != snclSuccess) ok = 0;
   // A failed root still sends its id so that the exchange completes; ok tells the others.
-  PMPI_Bcast(&ok, 1, MPI_INT, 0, comm);
-  PMPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
+  struct {
+    int ok;
+    snclUniqueId id;
+  } root{ok, id};
+  MPI_Request req = MPI_REQUEST_NULL;
+  PMPI_Ibcast(&root, sizeof(root), MPI_BYTE, 0, comm, &req);
+  finishWithin(&req, comm, "the id exchange");
+  ok = root.ok;
+  id = root.id;
   snclComm_t c = nullptr;
   snclStream_t s = nullptr;
   if (ok && snclCommInitRank(&c, size, id, rank) != snclSuccess) {
@@ -93,7 +130,8 @@ Entry* build(MPI_Comm comm) {
     std::lock_guard<std::mutex> lock(mu);
     mine[1] = lastOrder + 1;
   }
-  PMPI_Allreduce(mine, all, 2, MPI_LONG, MPI_MAX, comm);
+  PMPI_Iallreduce(mine, all, 2, MPI_LONG, MPI_MAX, comm, &req);
+  finishWithin(&req, comm, "the outcome's agreement");
   {
     std::lock_guard<std::mutex> lock(mu);
     lastOrder = std::max(lastOrder, all[1]);

@@ -164,6 +164,36 @@ snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& qu
   }
 }
 
+namespace {
+
+constexpr size_t kSpareJobs = 4;
+thread_local std::vector<std::unique_ptr<Job>> spareJobs;
+
+void recycle(std::unique_ptr<Job> job) {
+  if (!job || spareJobs.size() >= kSpareJobs) return;
+  job->arrays.clear();
+  job->scratch.clear();
+  job->packedUsed = 0;
+  job->after = nullptr;
+  spareJobs.push_back(std::move(job));
+}
+
+}  // namespace
+
+unsigned char* Job::room(size_t n) {
+  if (packedUsed == packed.size()) packed.emplace_back();
+  std::vector<unsigned char>& v = packed[packedUsed++];
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+std::unique_ptr<Job> newJob() {
+  if (spareJobs.empty()) return std::make_unique<Job>();
+  std::unique_ptr<Job> job = std::move(spareJobs.back());
+  spareJobs.pop_back();
+  return job;
+}
+
 int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue) {
   if (!req && snclStreamQuery(t.stream) == snclSuccess) {
     // Blocking with nothing queued on the stream (nor failed there): run it on this
@@ -178,9 +208,10 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
     }
     if (r != snclSuccess) return failed(r, k, comm);
     if (j.after) j.after();
+    recycle(std::move(job));
     return MPI_SUCCESS;
   }
-  if (!job) job = std::make_unique<Job>();
+  if (!job) job = newJob();
   snclResult_t r = enqueue(t, *job);
   if (r != snclSuccess) return failed(r, k, comm);
   if (req) return startRequest(k, comm, t, std::move(job), req);
@@ -193,6 +224,10 @@ int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_pt
   if (r != snclSuccess) return failed(r, k, comm);
   if (job->after) job->after();
   return MPI_SUCCESS;
+}
+
+int nothing(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req) {
+  return run(k, comm, t, req, nullptr, [](const Target&, Job&) { return snclSuccess; });
 }
 
 }  // namespace sncl_mpi

@@ -53,13 +53,22 @@ struct Target {
 // init that failed on some rank).
 std::optional<Target> served(MPI_Comm comm);
 
-// What a queued call needs until it ran: converted count arrays, a scratch buffer, and a
-// step to run once it finished (moving an in-place result into place).
+// What a queued call needs until it ran: converted count arrays, a scratch buffer, packed
+// copies of buffers with gaps (bindings/mpi/staging.h), and a step to run once it finished
+// (unpacking, moving an in-place result into place).
 struct Job {
   std::vector<size_t> arrays;
   std::vector<unsigned char> scratch;
+  std::vector<std::vector<unsigned char>> packed;
+  size_t packedUsed = 0;  // entries of packed this call uses (a recycled job may hold more)
   std::function<void()> after;
+  // n bytes for one packed buffer, reusing a recycled job's storage when it is large enough.
+  unsigned char* room(size_t n);
 };
+// A Job for a served call: one that a blocking call of this thread finished with (its
+// buffers keep their capacity, so repeated packed or v-form calls stop allocating), or a
+// new one. run() recycles the jobs of the blocking calls it runs on this thread.
+std::unique_ptr<Job> newJob();
 
 // The call that queues (or runs) a served collective: a reference to the caller's lambda,
 // used only during run(), so that a call neither copies nor allocates it.
@@ -81,6 +90,10 @@ class Enqueue {
 // (intercepted) complete. An sncl failure calls comm's error
 // handler with MPI_ERR_OTHER, as MPI would on a failed collective.
 int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue);
+
+// A served call that moves no data (zero bytes on every rank, as MPI's matching signatures
+// make them): completes at once, as a request too.
+int nothing(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req);
 
 // Waits until query() is no longer snclInProgress and returns its answer, calling into MPI
 // meanwhile: a peer may need this rank's MPI progress (a rendezvous send to a receive this

@@ -1,10 +1,13 @@
 // libsncl_mpi.so: PMPI interposition. Preloaded into an unmodified MPI program, it serves
 // MPI's collectives on intracommunicators through sncl (colls.cc, vcolls.cc), blocking and
-// nonblocking (requests.cc), and passes every call it cannot serve (types with gaps, user
-// or MAXLOC ops, intercommunicators, types sncl lacks) to the PMPI_* entry points unchanged.
+// nonblocking (requests.cc): buffers with gaps packed around the call (staging.cc), ops and
+// types sncl lacks by a callback reduction (callback_reduce.cc). It passes the calls it
+// cannot serve (intercommunicators, erroneous arguments, callback reductions over 64 MiB)
+// to the PMPI_* entry points unchanged.
 //
-// Every decision depends only on arguments MPI requires to match across ranks (datatype
-// signature, op, root, count), so all ranks of a collective take the same path.
+// Every decision depends only on arguments MPI requires to match across ranks (the type
+// signature's size and predefined type, op, root), never on a rank's own layout, so all
+// ranks of a collective take the same path.
 //
 // SNCL_MPI_DEBUG=1: each reason for a fallback once, and at MPI_Finalize per call kind how
 // many calls went to sncl and to MPI and the share served. SNCL_MPI_DEBUG=2: one line per call.

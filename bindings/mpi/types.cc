@@ -1,52 +1,32 @@
 #include "bindings/mpi/types.h"
 
+#include <vector>
+
 namespace sncl_mpi {
 namespace {
 
-bool isNamed(MPI_Datatype t) {
-  int ni = 0, na = 0, nd = 0, combiner = 0;
-  return PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED;
-}
-
-// Layout check by the constructor (the outer check in contiguous() then rules out gaps at
-// either end): a derived type of one predefined type whose pieces follow each other.
-std::optional<Contig> walk(MPI_Datatype t, int depth) {
+// The one predefined type of t's type map (every constructor's inner types, recursively),
+// or nullopt when it has several. Named types answer themselves, pair types included.
+std::optional<MPI_Datatype> baseOf(MPI_Datatype t, int depth) {
   int ni = 0, na = 0, nd = 0, combiner = 0;
   if (depth > 16 || PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return std::nullopt;
-  if (combiner == MPI_COMBINER_NAMED) {
-    MPI_Aint lb = 0, extent = 0;
-    int size = 0;
-    PMPI_Type_get_extent(t, &lb, &extent);
-    PMPI_Type_size(t, &size);
-    if (lb != 0 || size <= 0 || extent != size) return std::nullopt;  // MPI_DOUBLE_INT and the like
-    return Contig{static_cast<size_t>(size), t, 1};
-  }
-  if (combiner != MPI_COMBINER_DUP && combiner != MPI_COMBINER_CONTIGUOUS && combiner != MPI_COMBINER_VECTOR &&
-      combiner != MPI_COMBINER_HVECTOR)
+  if (combiner == MPI_COMBINER_NAMED) return t;
+  std::vector<int> ints(static_cast<size_t>(ni) + 1);
+  std::vector<MPI_Aint> addrs(static_cast<size_t>(na) + 1);
+  std::vector<MPI_Datatype> inner(static_cast<size_t>(nd) + 1, MPI_DATATYPE_NULL);
+  if (nd < 1 || PMPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), inner.data()) != MPI_SUCCESS)
     return std::nullopt;
-  if (ni > 3 || na > 1 || nd != 1) return std::nullopt;
-  int ints[3] = {0, 0, 0};
-  MPI_Aint addrs[1] = {0};
-  MPI_Datatype inner = MPI_DATATYPE_NULL;
-  if (PMPI_Type_get_contents(t, ni, na, nd, ints, addrs, &inner) != MPI_SUCCESS) return std::nullopt;
-  auto sub = walk(inner, depth + 1);
-  if (!isNamed(inner)) PMPI_Type_free(&inner);  // get_contents hands out a copy of a derived type
-  if (!sub) return std::nullopt;
-  long pieces = 1;  // elements of inner in one element of t
-  switch (combiner) {
-    case MPI_COMBINER_DUP: break;
-    case MPI_COMBINER_CONTIGUOUS: pieces = ints[0]; break;
-    case MPI_COMBINER_VECTOR:  // count, blocklength, stride (in elements of inner)
-      if (ints[0] > 1 && ints[2] != ints[1]) return std::nullopt;
-      pieces = static_cast<long>(ints[0]) * ints[1];
-      break;
-    default:  // HVECTOR: count, blocklength; stride in bytes
-      if (ints[0] > 1 && addrs[0] != static_cast<MPI_Aint>(ints[1] * sub->bytes)) return std::nullopt;
-      pieces = static_cast<long>(ints[0]) * ints[1];
-      break;
+  std::optional<MPI_Datatype> base;
+  bool mixed = false;
+  for (int i = 0; i < nd; ++i) {
+    const auto b = mixed ? std::nullopt : baseOf(inner[i], depth + 1);
+    mixed = mixed || !b || (base && *base != *b);
+    base = b;
+    int ii = 0, ia = 0, id = 0, c = 0;
+    PMPI_Type_get_envelope(inner[i], &ii, &ia, &id, &c);
+    if (c != MPI_COMBINER_NAMED) PMPI_Type_free(&inner[i]);  // get_contents hands out copies of derived types
   }
-  if (pieces <= 0) return std::nullopt;
-  return Contig{sub->bytes * static_cast<size_t>(pieces), sub->base, sub->perElement * static_cast<size_t>(pieces)};
+  return mixed ? std::nullopt : base;
 }
 
 // The sncl type a reduction over a predefined type uses: integer and floating types of a
@@ -79,29 +59,41 @@ size_t typeBytes(snclDataType_t t) {
 
 }  // namespace
 
-std::optional<Contig> contiguous(MPI_Datatype t) {
-  if (t == MPI_DATATYPE_NULL) return std::nullopt;
-  auto c = walk(t, 0);
-  if (!c) return std::nullopt;
-  // Whatever the constructors said: no gap before, inside or after the data.
+const char* const kWhyPairOp = "MAXLOC/MINLOC on a pair type";
+const char* const kWhyType = "datatype sncl cannot reduce";
+const char* const kWhyUserOp = "user-defined op";
+
+size_t typeSize(MPI_Datatype t) {
+  int size = 0;
+  if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0) return 0;
+  return static_cast<size_t>(size);
+}
+
+ptrdiff_t extentOf(MPI_Datatype t) {
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(t, &lb, &extent);
+  return extent;
+}
+
+bool dense(MPI_Datatype t, long count, ptrdiff_t* offset) {
+  if (t == MPI_DATATYPE_NULL) return false;
   MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
   int size = 0;
+  PMPI_Type_size(t, &size);
   PMPI_Type_get_extent(t, &lb, &extent);
   PMPI_Type_get_true_extent(t, &tlb, &textent);
-  PMPI_Type_size(t, &size);
-  if (lb != 0 || tlb != 0 || size <= 0 || extent != size || textent != size || static_cast<size_t>(size) != c->bytes)
-    return std::nullopt;
-  return c;
+  *offset = tlb;
+  return size > 0 && textent == size && (count <= 1 || extent == size);
 }
 
 const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
-  if (op == MPI_MAXLOC || op == MPI_MINLOC) return "MAXLOC/MINLOC on a pair type";
-  const auto c = contiguous(t);
-  if (!c) return "datatype not contiguous";
-  std::optional<snclDataType_t> type = reduceType(c->base);
+  if (op == MPI_MAXLOC || op == MPI_MINLOC) return kWhyPairOp;
+  if (t == MPI_DATATYPE_NULL) return "datatype";
+  const auto base = baseOf(t, 0);
+  const auto type = base ? reduceType(*base) : std::nullopt;
   const bool bitwise = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
-  if (!type && bitwise && c->base == MPI_BYTE) type = snclUint8;  // MPI defines bitwise ops on bytes
-  if (!type) return "datatype sncl cannot reduce";
+  const snclDataType_t st = type ? *type : snclUint8;
+  if (!type && !(bitwise && base && *base == MPI_BYTE)) return kWhyType;  // MPI: bitwise ops on bytes
   snclRedOp_t o;
   if (op == MPI_SUM) o = snclSum;
   else if (op == MPI_PROD) o = snclProd;
@@ -113,10 +105,11 @@ const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
   else if (op == MPI_LAND) o = snclLand;
   else if (op == MPI_LOR) o = snclLor;
   else if (op == MPI_LXOR) o = snclLxor;
-  else return "user-defined op";
-  if (o >= snclBand && !isInteger(*type)) return "bitwise or logical op on a floating type";
-  if (count <= 0) return "count 0";
-  *out = Reduction{*type, o, static_cast<size_t>(count) * c->perElement, typeBytes(*type)};
+  else return kWhyUserOp;
+  if (o >= snclBand && !isInteger(st)) return "bitwise or logical op on a floating type";
+  if (count < 0) return "negative count";
+  const size_t elem = typeBytes(st);
+  *out = Reduction{st, o, static_cast<size_t>(count) * typeSize(t) / elem, elem};
   return nullptr;
 }
 

@@ -1,4 +1,8 @@
-// Which MPI datatypes and ops sncl can serve. Anything else goes to PMPI.
+// What the drop-in needs to know of an MPI datatype. The choice between sncl and PMPI uses
+// only what MPI requires equal on every rank of a collective: the type signature (its size
+// in bytes, and for a reduction its one predefined type) and the op. A rank's own layout
+// (gaps, order, lower bound) only decides whether that rank's buffer is used in place or
+// packed around the sncl call (bindings/mpi/staging.h), never whether sncl serves.
 #pragma once
 
 #include <mpi.h>
@@ -10,32 +14,31 @@
 
 namespace sncl_mpi {
 
-// A datatype whose elements lie back to back without gaps: a predefined type stored
-// without padding, or a derived type built from one by MPI_Type_dup, MPI_Type_contiguous
-// or MPI_Type_(h)vector whose blocks touch (stride == blocklength, or one block).
-struct Contig {
-  size_t bytes;       // of one element of the type
-  MPI_Datatype base;  // the predefined type it repeats
-  size_t perElement;  // base elements in one element of the type
-};
-// nullopt for a type with gaps or another layout (indexed, struct, resized, ...).
-std::optional<Contig> contiguous(MPI_Datatype t);
+// Bytes of data in one element of t (MPI_Type_size; 0 for a type without data).
+size_t typeSize(MPI_Datatype t);
+
+// Where a run of count elements of t lies as plain bytes: at the buffer plus *offset (the
+// type's true lower bound), when the type's data has no gaps and consecutive elements
+// touch (extent == size, or one element). false: the run must be packed.
+bool dense(MPI_Datatype t, long count, ptrdiff_t* offset);
+
+// Bytes between consecutive elements of t (MPI_Type_get_extent).
+ptrdiff_t extentOf(MPI_Datatype t);
 
 // What an MPI reduction becomes in sncl.
 struct Reduction {
   snclDataType_t type;
   snclRedOp_t op;
-  size_t n;     // sncl elements (count times the elements of a derived type)
+  size_t n;     // sncl elements (count times the predefined elements of one element of t)
   size_t elem;  // bytes of one sncl element
 };
-// nullptr with *out filled when sncl serves a reduction of count elements of t with op,
-// else why not ("datatype", "op", "count", ...).
-const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out);
+// Why reduction() refuses an op or type that a callback reduction (callback_reduce.h) serves.
+extern const char* const kWhyPairOp;
+extern const char* const kWhyType;
+extern const char* const kWhyUserOp;
 
-// Bytes of one element of a type sncl moves as bytes, or 0 (not contiguous).
-inline size_t plainBytes(MPI_Datatype t) {
-  const auto c = contiguous(t);
-  return c ? c->bytes : 0;
-}
+// nullptr with *out filled when sncl reduces count elements of t with op, else why not.
+// Depends on op and t's signature only: the same answer on every rank of a correct call.
+const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out);
 
 }  // namespace sncl_mpi

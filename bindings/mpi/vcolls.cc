@@ -1,61 +1,46 @@
 // The variable-count collectives and prefix reductions: MPI_Allgatherv, Alltoallv, Gatherv,
 // Scatterv, Reduce_scatter, Scan, Exscan and their MPI_I* forms, through sncl's v-forms
 // (sncl_ext.h). MPI's int counts and displacements (in elements of the type) become size_t
-// byte counts kept in the call's Job, so they live until the call ran even though sncl
-// copies them too.
+// byte counts and offsets into the staged buffers (staging.h), kept in the call's Job so
+// that they live until the call ran even though sncl copies them too.
 #include <cstring>
 
+#include "bindings/mpi/callback_reduce.h"
 #include "bindings/mpi/common.h"
+#include "bindings/mpi/staging.h"
+#include "bindings/mpi/types.h"
 
 namespace sncl_mpi {
 namespace {
 
-// counts[0..n) times elem into out; false for a negative count or displacement.
-bool toBytes(const int* v, int n, size_t elem, size_t* out) {
-  if (!v) return false;
+// The blocks of a v-form's buffer: counts[i] elements at displs[i]; false for a negative count.
+bool blocksOf(const int* counts, const int* displs, int n, std::vector<Block>* out) {
+  if (!counts || !displs) return false;
+  out->resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    if (v[i] < 0) return false;
-    out[i] = static_cast<size_t>(v[i]) * elem;
+    if (counts[i] < 0) return false;
+    (*out)[i] = Block{displs[i], counts[i]};
   }
   return true;
 }
 
-// Gatherv's and Scatterv's checks: the root's counts and displacements (of rootType) into
-// job's arrays, then this rank's own block (myCount of myType; the root's own entry when
-// in place), which must match the root's entry for it at the root. nullptr, or why MPI
-// serves the call.
-const char* rootedLayout(bool isRoot, bool inPlace, int n, int root, const int* counts, const int* displs,
-                         MPI_Datatype rootType, int myCount, MPI_Datatype myType, Job* job, size_t* mine) {
-  *mine = 0;
-  if (isRoot) {
-    const size_t elem = plainBytes(rootType);
-    job->arrays.resize(2 * static_cast<size_t>(n));
-    if (!elem) return "datatype not contiguous";
-    if (!toBytes(counts, n, elem, job->arrays.data()) || !toBytes(displs, n, elem, job->arrays.data() + n))
-      return "negative count";
-    *mine = job->arrays[static_cast<size_t>(root)];
+// The byte counts and offsets of blocks in staged buffer s into counts[0..n) and offs[0..n).
+void toBytes(const std::vector<Block>& blocks, const Staged& s, size_t size, size_t* counts, size_t* offs) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    counts[i] = static_cast<size_t>(blocks[i].count) * size;
+    offs[i] = s.at(blocks[i].disp);
   }
-  if (inPlace) return nullptr;
-  const size_t elem = plainBytes(myType);
-  if (!elem) return "datatype not contiguous";
-  if (myCount < 0 || (isRoot && static_cast<size_t>(myCount) * elem != *mine)) return "send and receive sizes differ";
-  *mine = static_cast<size_t>(myCount) * elem;
-  return nullptr;
 }
 
 int allgatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int* rcounts, const int* displs,
                MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   const Kind k = kindOf(kAllgatherv, req);
   const int n = sizeOf(comm), me = rankIn(comm);
-  const size_t relem = plainBytes(rtype);
-  const size_t selem = sb == MPI_IN_PLACE ? relem : plainBytes(stype);
-  auto job = std::make_unique<Job>();
-  job->arrays.resize(2 * static_cast<size_t>(n));
-  size_t* counts = job->arrays.data();
-  size_t* offs = counts + n;
-  const char* why = !relem || !selem ? "datatype not contiguous" : nullptr;
-  if (!why && (!toBytes(rcounts, n, relem, counts) || !toBytes(displs, n, relem, offs))) why = "negative count";
-  if (!why && sb != MPI_IN_PLACE && (scount < 0 || static_cast<size_t>(scount) * selem != counts[me]))
+  const bool ip = sb == MPI_IN_PLACE;
+  std::vector<Block> blocks;
+  const char* why = blocksOf(rcounts, displs, n, &blocks) ? nullptr : "negative count";
+  const size_t rsize = typeSize(rtype);
+  if (!why && !ip && (scount < 0 || static_cast<size_t>(scount) * typeSize(stype) != rsize * blocks[me].count))
     why = "send and receive sizes differ";
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
@@ -63,11 +48,16 @@ int allgatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const i
     return req ? PMPI_Iallgatherv(sb, scount, stype, rb, rcounts, displs, rtype, comm, req)
                : PMPI_Allgatherv(sb, scount, stype, rb, rcounts, displs, rtype, comm);
   }
-  noteSncl(k, counts[me]);
-  const void* src = sb == MPI_IN_PLACE ? at(rb, offs[me]) : sb;
+  std::unique_ptr<Job> job = newJob();
+  const Staged out = stage(job, rb, rtype, blocks, ip, true, comm);
+  job->arrays.resize(2 * static_cast<size_t>(n));
+  size_t* counts = job->arrays.data();
+  toBytes(blocks, out, rsize, counts, counts + n);
   const size_t mine = counts[me];
-  return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job& j) {
-    return snclAllGatherV(src, mine, rb, j.arrays.data(), j.arrays.data() + n, snclUint8, s.comm, s.stream);
+  noteSncl(k, mine);
+  const char* src = ip ? out.base + counts[n + me] : stage(job, sb, stype, scount, true, false, comm).base;
+  return run(k, comm, *t, req, std::move(job), [=, dst = out.base](const Target& s, Job& j) {
+    return snclAllGatherV(src, mine, dst, j.arrays.data(), j.arrays.data() + n, snclUint8, s.comm, s.stream);
   });
 }
 
@@ -76,30 +66,43 @@ int alltoallv(const void* sb, const int* scounts, const int* sdispls, MPI_Dataty
   const Kind k = kindOf(kAlltoallv, req);
   const int n = sizeOf(comm);
   const bool ip = sb == MPI_IN_PLACE;
-  const size_t relem = plainBytes(rtype);
-  const size_t selem = ip ? relem : plainBytes(stype);
-  auto job = std::make_unique<Job>();
-  job->arrays.resize(4 * static_cast<size_t>(n));
-  size_t* a = job->arrays.data();  // send counts, send offsets, receive counts, receive offsets
-  const char* why = !relem || !selem ? "datatype not contiguous" : nullptr;
+  std::vector<Block> sent, got;
   // In place, MPI takes the receive arrays for both sides, as sncl's in-place form does.
-  if (!why && (!toBytes(ip ? rcounts : scounts, n, selem, a) || !toBytes(ip ? rdispls : sdispls, n, selem, a + n) ||
-               !toBytes(rcounts, n, relem, a + 2 * n) || !toBytes(rdispls, n, relem, a + 3 * n)))
-    why = "negative count";
+  const char* why = blocksOf(rcounts, rdispls, n, &got) && (ip || blocksOf(scounts, sdispls, n, &sent))
+                        ? nullptr
+                        : "negative count";
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Ialltoallv(sb, scounts, sdispls, stype, rb, rcounts, rdispls, rtype, comm, req)
                : PMPI_Alltoallv(sb, scounts, sdispls, stype, rb, rcounts, rdispls, rtype, comm);
   }
+  std::unique_ptr<Job> job = newJob();
+  job->arrays.resize(4 * static_cast<size_t>(n));
+  size_t* a = job->arrays.data();  // send counts, send offsets, receive counts, receive offsets
+  const Staged out = stage(job, rb, rtype, got, ip, true, comm);
+  toBytes(got, out, typeSize(rtype), a + 2 * n, a + 3 * n);
+  const Staged in = ip ? out : stage(job, sb, stype, sent, true, false, comm);
+  if (ip) std::memcpy(a, a + 2 * n, 2 * static_cast<size_t>(n) * sizeof(size_t));
+  else toBytes(sent, in, typeSize(stype), a, a + n);
   size_t bytes = 0;
   for (int i = 0; i < n; ++i) bytes += a[i];
   noteSncl(k, bytes);
-  const void* src = ip ? rb : sb;
-  return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job& j) {
+  return run(k, comm, *t, req, std::move(job), [=, src = in.base, dst = out.base](const Target& s, Job& j) {
     const size_t* v = j.arrays.data();
-    return snclAlltoAllV(src, v, v + n, rb, v + 2 * n, v + 3 * n, snclUint8, s.comm, s.stream);
+    return snclAlltoAllV(src, v, v + n, dst, v + 2 * n, v + 3 * n, snclUint8, s.comm, s.stream);
   });
+}
+
+// Gatherv's and Scatterv's checks: the root's blocks (of rootType), then this rank's own
+// side (myCount of myType, unless in place), which at the root must match its own block.
+const char* rootedLayout(bool isRoot, bool inPlace, int n, int root, const int* counts, const int* displs,
+                         MPI_Datatype rootType, int myCount, MPI_Datatype myType, std::vector<Block>* blocks) {
+  if (isRoot && !blocksOf(counts, displs, n, blocks)) return "negative count";
+  if (inPlace) return nullptr;
+  if (myCount < 0) return "negative count";
+  const size_t mine = static_cast<size_t>(myCount) * typeSize(myType);
+  return !isRoot || mine == typeSize(rootType) * (*blocks)[root].count ? nullptr : "send and receive sizes differ";
 }
 
 int gatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int* rcounts, const int* displs,
@@ -109,18 +112,25 @@ int gatherv(const void* sb, int scount, MPI_Datatype stype, void* rb, const int*
   const char* why = root < 0 || root >= n ? "root" : nullptr;
   const bool isRoot = !why && rankIn(comm) == root;
   const bool ip = isRoot && sb == MPI_IN_PLACE;
-  auto job = std::make_unique<Job>();
-  size_t mine = 0;
-  if (!why) why = rootedLayout(isRoot, ip, n, root, rcounts, displs, rtype, scount, stype, job.get(), &mine);
+  std::vector<Block> blocks;
+  if (!why) why = rootedLayout(isRoot, ip, n, root, rcounts, displs, rtype, scount, stype, &blocks);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Igatherv(sb, scount, stype, rb, rcounts, displs, rtype, root, comm, req)
                : PMPI_Gatherv(sb, scount, stype, rb, rcounts, displs, rtype, root, comm);
   }
+  std::unique_ptr<Job> job = newJob();
+  char* dst = nullptr;
+  if (isRoot) {
+    const Staged out = stage(job, rb, rtype, blocks, ip, true, comm);
+    job->arrays.resize(2 * static_cast<size_t>(n));
+    toBytes(blocks, out, typeSize(rtype), job->arrays.data(), job->arrays.data() + n);
+    dst = out.base;
+  }
+  const size_t mine = ip ? job->arrays[root] : static_cast<size_t>(scount) * typeSize(stype);
   noteSncl(k, mine);
-  const void* src = ip ? at(rb, job->arrays[n + root]) : sb;
-  void* dst = isRoot ? rb : nullptr;
+  const char* src = ip ? dst + job->arrays[n + root] : stage(job, sb, stype, scount, true, false, comm).base;
   return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job& j) {
     const size_t* v = isRoot ? j.arrays.data() : nullptr;
     return snclGatherV(src, mine, dst, v, v ? v + n : nullptr, snclUint8, root, s.comm, s.stream);
@@ -134,18 +144,25 @@ int scatterv(const void* sb, const int* scounts, const int* displs, MPI_Datatype
   const char* why = root < 0 || root >= n ? "root" : nullptr;
   const bool isRoot = !why && rankIn(comm) == root;
   const bool ip = isRoot && rb == MPI_IN_PLACE;
-  auto job = std::make_unique<Job>();
-  size_t mine = 0;
-  if (!why) why = rootedLayout(isRoot, ip, n, root, scounts, displs, stype, rcount, rtype, job.get(), &mine);
+  std::vector<Block> blocks;
+  if (!why) why = rootedLayout(isRoot, ip, n, root, scounts, displs, stype, rcount, rtype, &blocks);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Iscatterv(sb, scounts, displs, stype, rb, rcount, rtype, root, comm, req)
                : PMPI_Scatterv(sb, scounts, displs, stype, rb, rcount, rtype, root, comm);
   }
+  std::unique_ptr<Job> job = newJob();
+  char* src = nullptr;
+  if (isRoot) {
+    const Staged in = stage(job, sb, stype, blocks, true, false, comm);
+    job->arrays.resize(2 * static_cast<size_t>(n));
+    toBytes(blocks, in, typeSize(stype), job->arrays.data(), job->arrays.data() + n);
+    src = in.base;
+  }
+  const size_t mine = ip ? job->arrays[root] : static_cast<size_t>(rcount) * typeSize(rtype);
   noteSncl(k, mine);
-  const void* src = isRoot ? sb : nullptr;
-  void* dst = ip ? const_cast<char*>(at(sb, job->arrays[n + root])) : rb;
+  char* dst = ip ? src + job->arrays[n + root] : stage(job, rb, rtype, rcount, false, true, comm).base;
   return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job& j) {
     const size_t* v = isRoot ? j.arrays.data() : nullptr;
     return snclScatterV(src, v, v ? v + n : nullptr, dst, mine, snclUint8, root, s.comm, s.stream);
@@ -163,21 +180,34 @@ int reduceScatter(const void* sb, void* rb, const int* rcounts, MPI_Datatype dt,
     total += rcounts[i];
   }
   Reduction red{};
-  const char* why = negative ? "negative count" : reduction(dt, op, total, &red);
+  bool callback = false;
+  const char* why = negative ? "negative count" : reductionOrCallback(dt, op, total, n, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Ireduce_scatter(sb, rb, rcounts, dt, op, comm, req)
                : PMPI_Reduce_scatter(sb, rb, rcounts, dt, op, comm);
   }
-  noteSncl(k, red.n * red.elem);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(total));
+  if (callback) return callbackReduceScatter(k, sb, rb, rcounts, dt, op, comm, *t, req);
+  if (!red.n) return nothing(k, comm, *t, req);
   const size_t per = red.n / static_cast<size_t>(total);  // sncl elements per MPI element
-  auto job = std::make_unique<Job>();
+  std::unique_ptr<Job> job = newJob();
   job->arrays.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) job->arrays[i] = static_cast<size_t>(rcounts[i]) * per;
-  const void* src = sb == MPI_IN_PLACE ? rb : sb;  // sncl's in-place form is MPI's
+  const long mine = rcounts[rankIn(comm)];
+  char* src = nullptr;
+  char* dst = nullptr;
+  if (sb != MPI_IN_PLACE) {
+    src = stage(job, sb, dt, total, true, false, comm).base;
+    dst = stage(job, rb, dt, mine, false, true, comm).base;
+  } else {  // sncl's in-place form is MPI's: the result at the start of the input
+    const bool packed = packs(dt, {{0, total}});
+    src = dst = stage(job, rb, dt, total, true, false, comm).base;
+    if (packed) unpackAfter(*job, dst, rb, dt, mine, comm);
+  }
   return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job& j) {
-    return snclReduceScatterV(src, rb, j.arrays.data(), red.type, red.op, s.comm, s.stream);
+    return snclReduceScatterV(src, dst, j.arrays.data(), red.type, red.op, s.comm, s.stream);
   });
 }
 
@@ -185,7 +215,8 @@ int scan(bool exclusive, const void* sb, void* rb, int count, MPI_Datatype dt, M
          MPI_Request* req) {
   const Kind k = kindOf(exclusive ? kExscan : kScan, req);
   Reduction red{};
-  const char* why = reduction(dt, op, count, &red);
+  bool callback = false;
+  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
@@ -193,10 +224,15 @@ int scan(bool exclusive, const void* sb, void* rb, int count, MPI_Datatype dt, M
       return req ? PMPI_Iexscan(sb, rb, count, dt, op, comm, req) : PMPI_Exscan(sb, rb, count, dt, op, comm);
     return req ? PMPI_Iscan(sb, rb, count, dt, op, comm, req) : PMPI_Scan(sb, rb, count, dt, op, comm);
   }
-  noteSncl(k, red.n * red.elem);
-  const void* src = sb == MPI_IN_PLACE ? rb : sb;
-  return run(k, comm, *t, req, nullptr, [=](const Target& s, Job&) {
-    return (exclusive ? snclExscan : snclScan)(src, rb, red.n, red.type, red.op, s.comm, s.stream);
+  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  if (callback) return callbackScan(k, exclusive, sb, rb, count, dt, op, comm, *t, req);
+  if (!red.n) return nothing(k, comm, *t, req);
+  std::unique_ptr<Job> job;
+  const bool ip = sb == MPI_IN_PLACE;
+  char* dst = stage(job, rb, dt, count, ip, true, comm).base;
+  const char* src = ip ? dst : stage(job, sb, dt, count, true, false, comm).base;
+  return run(k, comm, *t, req, std::move(job), [=](const Target& s, Job&) {
+    return (exclusive ? snclExscan : snclScan)(src, dst, red.n, red.type, red.op, s.comm, s.stream);
   });
 }
 

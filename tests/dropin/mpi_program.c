@@ -2,8 +2,9 @@
  * libsncl_mpi.so serves, blocking and nonblocking (several outstanding, completed by
  * MPI_Waitall, MPI_Testall loops, MPI_Waitany and MPI_Waitsome, mixed with point-to-point
  * requests), with odd and random counts, in-place forms, every root, bitwise and logical
- * ops, contiguous derived types, on MPI_COMM_WORLD, duplicates and a split; and calls that
- * must fall back (a strided vector type, MAXLOC, a user op, short, an intercommunicator).
+ * ops, derived types with and without gaps, ranks with different but matching types, on
+ * MPI_COMM_WORLD, duplicates and a split; reductions sncl lacks the op or type for (MAXLOC,
+ * user ops, short: served by a callback reduction); and an intercommunicator (falls back).
  * Rank 0 prints a digest of every result of every rank; runs with and without the preload
  * must print the same. Values are small integers, so floating sums are exact in any order. */
 #include <mpi.h>
@@ -69,17 +70,17 @@ static void suite(MPI_Comm comm, int big) {
   MPI_Allreduce(MPI_IN_PLACE, la, count, MPI_LONG_LONG, MPI_PROD, comm);
   record("allreduce long long prod in place", la, sizeof(long long) * count);
   MPI_Allreduce(MPI_IN_PLACE, sa, count, MPI_SHORT, MPI_SUM, comm);
-  record("allreduce short sum (fallback)", sa, sizeof(short) * count);
+  record("allreduce short sum (callback reduction)", sa, sizeof(short) * count);
   int flags[2] = {rank % 2, 1}, land[2];
   MPI_Allreduce(flags, land, 2, MPI_INT, MPI_LAND, comm);
   record("allreduce land", land, sizeof(land));
   int pair[2] = {(rank * 37) % n, rank}, maxloc[2];
   MPI_Allreduce(pair, maxloc, 1, MPI_2INT, MPI_MAXLOC, comm);
-  record("allreduce maxloc (fallback)", maxloc, sizeof(maxloc));
+  record("allreduce maxloc (callback reduction)", maxloc, sizeof(maxloc));
   MPI_Op op;
   MPI_Op_create(myMax, 1, &op);
   MPI_Allreduce(ia, ib, count, MPI_INT, op, comm);
-  record("allreduce user op (fallback)", ib, sizeof(int) * count);
+  record("allreduce user op (callback reduction)", ib, sizeof(int) * count);
   MPI_Op_free(&op);
 
   const int root = n - 1;
@@ -91,7 +92,7 @@ static void suite(MPI_Comm comm, int big) {
   MPI_Type_commit(&every2);
   memcpy(fb, fa, sizeof(float) * count);
   MPI_Bcast(fb, 1, every2, 0, comm);
-  record("bcast vector type (fallback)", fb, sizeof(float) * count);
+  record("bcast vector type", fb, sizeof(float) * count);
   MPI_Type_free(&every2);
 
   memset(ib, 0, sizeof(int) * count);
@@ -133,6 +134,8 @@ int main(int argc, char** argv) {
   suite(MPI_COMM_WORLD, 0);
   suite(MPI_COMM_WORLD, 1);
   more(MPI_COMM_WORLD, 1);
+  mixedTypes(MPI_COMM_WORLD);
+  userOps(MPI_COMM_WORLD);
   MPI_Comm dup, half;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   suite(dup, 0);
@@ -142,6 +145,8 @@ int main(int argc, char** argv) {
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half); /* reversed order inside */
   suite(half, 0);
   more(half, 3);
+  mixedTypes(half);
+  userOps(half);
   /* An intercommunicator between the halves: passed to MPI (sum over the other half). */
   MPI_Comm inter;
   const int other = 1 - rank % 2, otherLeader = other + 2 * ((n - 1 - other) / 2); /* its rank 0: highest */

@@ -221,7 +221,7 @@ static void deadline(time_t start, const char* what) {
 
 /* The nonblocking forms: a batch of every kind outstanding at once, then completed by
  * MPI_Waitall, by a loop of MPI_Testall, and by MPI_Waitany/MPI_Waitsome with point-to-
- * point requests and a fallback (MAXLOC) among them. */
+ * point requests and a MAXLOC (a callback reduction) among them. */
 enum { kBatch = 19 };
 static void nonblocking(MPI_Comm comm, unsigned seed, const char* tag, int how) {
   static const char* hows[] = {"waitall", "testall", "waitany", "waitsome"};
@@ -294,7 +294,7 @@ static void nonblocking(MPI_Comm comm, unsigned seed, const char* tag, int how) 
   OUT("ireduce_scatter", r16, sizeof(int) * rc[rank]);
   MPI_Ireduce_scatter(a15, r16, rc, MPI_INT, MPI_MIN, comm, &req[nr++]);
   int pair[2] = {(rank * 5) % n, rank}, r17[2] = {0, 0};
-  OUT("iallreduce maxloc (fallback)", r17, sizeof r17);
+  OUT("iallreduce maxloc (callback reduction)", r17, sizeof r17);
   MPI_Iallreduce(pair, r17, 1, MPI_2INT, MPI_MAXLOC, comm, &req[nr++]);
   unsigned char* r18 = malloc((size_t)c);
   for (int i = 0; i < c; ++i) r18[i] = (unsigned char)(i * 37 + rank);

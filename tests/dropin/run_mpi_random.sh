@@ -2,8 +2,8 @@
 # Runs mpi_random without the preload (its reference path against MPI itself), then under
 # libsncl_mpi.so with SNCL_MPI_DEBUG=1. Both must report no wrong result, and the drop-in
 # must have served exactly the calls the program expected it to serve (every served kind
-# on every rank) and passed the others through: a drop-in that passed everything to MPI
-# would otherwise pass this test.
+# on every rank; now every call): a drop-in that passed everything to MPI would otherwise
+# pass this test. (The fallback path is mpi_dropin's: an intercommunicator.)
 #   run_mpi_random.sh <mpi_random> <libsncl_mpi.so> <nranks> [mpi_random arguments...]
 set -euo pipefail
 prog=$1 lib=$2 np=$3
@@ -39,7 +39,6 @@ for kind in MPI_Allreduce MPI_Bcast MPI_Reduce MPI_Allgather MPI_Reduce_scatter_
   ranks=$(grep -cE "^rank [0-9]+: $kind: [1-9][0-9]* by sncl" "$out/counted.txt" || true)
   [ "$ranks" -eq "$np" ] || fail "$kind was not served by sncl on all $np ranks"
 done
-grep -qE ' [1-9][0-9]* by MPI$' "$out/counted.txt" || fail "no call was passed through"
 if grep 'SNCL WARN' "$out/debug.txt" >&2; then fail "sncl warned under the preload (above)"; fi
 served=$(awk '{s += $(NF-5)} END {print s}' "$out/counted.txt")
 passed=$(awk '{s += $(NF-2)} END {print s}' "$out/counted.txt")
