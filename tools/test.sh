@@ -25,7 +25,17 @@ phase() {  # how long each part took, for keeping the run short
 
 phase "dependencies installed"
 bash tools/check_includes.sh   # the layering of lib/README.md
+# MPICH's collective tests (ctest mpich_coll) compile against this MPI, not against sncl:
+# beside sncl's build, so that ctest's mpich_coll_build only finds them built.
+mkdir -p build
+bash tests/dropin/mpich_coll/fetch_and_build.sh build/mpich_coll >build/mpich_coll.log 2>&1 &
+mpich=$!
 build build -DCMAKE_BUILD_TYPE=Release -DSNCL_WERROR=ON   # a new warning fails CI
+if ! wait "$mpich"; then
+  cat build/mpich_coll.log
+  echo "test.sh: MPICH's collective tests did not build" >&2
+  exit 1
+fi
 # While the Release tests run (their ranks mostly wait on each other: about half the CPU
 # stays idle), the ASan+UBSan build and the fuzzers' build compile at idle priority
 # (SCHED_IDLE: they get a core only when no test process wants it).
