@@ -7,6 +7,7 @@
 
 #include "lib/comm/comm.h"
 #include "sncl/sncl.h"
+#include "tests/util/bus_ranks.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"
 
@@ -118,4 +119,47 @@ TEST_CASE("a bad split argument on one rank fails every rank at once", "[split][
   CHECK_THAT(std::string(snclGetLastError(nullptr)), Catch::Contains("inside a group"));
   snclGroupEnd();
   for (auto c : comms) snclCommDestroy(c);
+}
+
+// A comm made from another keeps each process on its topology endpoint: after a split or a
+// shrink its place does not move with its new rank number (a link of that endpoint stays
+// its link), and the new comm's collectives are exact.
+TEST_CASE("split and shrink keep each process on its topology endpoint", "[split][shrink][topology]") {
+  const std::string topo = test::topologyPath("supernode-2plane-2x4.json");
+  const unsigned seed = Catch::rngSeed();
+  const int excluded = int(seed % 8), colors = 2 + int(seed / 8 % 3);
+  INFO("shrink without rank " << excluded << ", split into " << colors << " colors");
+  auto exits = test::runRanks(8, [&](int rank, int n, const snclUniqueId& id) {
+    setenv("SNCL_TOPO_FILE", topo.c_str(), 1);
+    setenv("SNCL_TRANSPORT", "bus", 1);
+    snclConfig_t config = SNCL_CONFIG_INITIALIZER;
+    config.timeoutMs = 15000;
+    snclComm_t comm = nullptr;
+    if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 2;
+    const auto endpoint = [](snclComm_t c) { return c->topology->graph().rankEndpoint(c->rank); };
+    const topo::EndpointId mine = endpoint(comm);
+    int failures = 0;
+    snclComm_t sub = nullptr;
+    if (snclCommSplit(comm, rank % colors, -rank, &sub, nullptr) != snclSuccess || !sub) return 3;
+    failures += endpoint(sub) != mine;
+    int subRanks = 0;
+    snclCommCount(sub, &subRanks);
+    int members = 0;
+    for (int r = 0; r < n; ++r) members += r % colors == rank % colors;
+    failures += sumOfRanks(sub) != float(members * (members + 1) / 2) || subRanks != members;
+    snclCommDestroy(sub);
+    snclComm_t shrunk = nullptr;
+    int exclude[1] = {excluded};
+    if (rank == excluded) {  // stays out: the others shrink without it
+      snclCommDestroy(comm);
+      return 0;
+    }
+    if (snclCommShrink(comm, exclude, 1, &shrunk, nullptr, SNCL_SHRINK_DEFAULT) != snclSuccess || !shrunk) return 4;
+    failures += endpoint(shrunk) != mine;
+    failures += sumOfRanks(shrunk) != float(7 * 8 / 2);
+    snclCommDestroy(shrunk);
+    snclCommDestroy(comm);
+    return failures ? 1 : 0;
+  });
+  CHECK(test::allSucceeded(exits));
 }

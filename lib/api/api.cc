@@ -124,8 +124,12 @@ SNCL_API snclResult_t snclGetUniqueId(snclUniqueId* uniqueId) {
   return sncl::bootstrapCreateRoot(uniqueId);
 }
 
-SNCL_API snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclUniqueId commId, int rank,
-                                             snclConfig_t* config) {
+namespace {
+
+// snclCommInitRankConfig, for a comm whose process keeps its topology endpoint (split and
+// shrink: the parent's; -1 none).
+Result initRank(snclComm_t* comm, int nranks, snclUniqueId commId, int rank, snclConfig_t* config,
+                int64_t endpoint) {
   if (!comm) return fail(snclInvalidArgument, "snclCommInitRank: comm is NULL");
   *comm = nullptr;
   if (nranks < 1) return fail(snclInvalidArgument, "snclCommInitRank: nranks {} < 1", nranks);
@@ -136,6 +140,7 @@ SNCL_API snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclU
   SNCL_CHECK(sncl::bootstrapCheckId(commId));
 
   auto* c = new snclComm();
+  c->inheritedEndpoint = endpoint;
   registerHandle(handles().comms, c);
   *comm = c;
   const bool blocking = !config || config->blocking == SNCL_CONFIG_UNDEF_INT || config->blocking != 0;
@@ -162,6 +167,20 @@ SNCL_API snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclU
     sncl::recordError(r, msg);
   }
   return r;
+}
+
+// This process's endpoint in comm's topology file, for a comm made from it (-1: the
+// embedded default topology, which a child with fewer ranks builds anew).
+int64_t endpointOf(const snclComm* comm) {
+  if (!comm->topology || !comm->topology->fromFile()) return -1;
+  return int64_t(comm->topology->graph().rankEndpoint(comm->rank));
+}
+
+}  // namespace
+
+SNCL_API snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclUniqueId commId, int rank,
+                                             snclConfig_t* config) {
+  return initRank(comm, nranks, commId, rank, config, -1);
 }
 
 SNCL_API snclResult_t snclCommInitRank(snclComm_t* comm, int nranks, snclUniqueId commId, int rank) {
@@ -261,7 +280,7 @@ SNCL_API snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclCom
   if (root.status != snclSuccess)
     return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous ({})", fn, members[0],
                 sncl::resultName(static_cast<Result>(root.status)));
-  return snclCommInitRankConfig(newcomm, static_cast<int>(members.size()), root.id, newRank, &childConfig);
+  return initRank(newcomm, static_cast<int>(members.size()), root.id, newRank, &childConfig, endpointOf(comm));
 }
 
 SNCL_API snclResult_t snclCommRevoke(snclComm_t comm) {
@@ -310,7 +329,7 @@ SNCL_API snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int exc
   if (mine != snclSuccess) return sncl::recordError(mine, myMessage);
   if (agreed != snclSuccess) return agreed;
   const int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  const Result r = snclCommInitRankConfig(newcomm, int(members.size()), root, newRank, &childConfig);
+  const Result r = initRank(newcomm, int(members.size()), root, newRank, &childConfig, endpointOf(comm));
   if (r != snclSuccess && r != snclInProgress)
     return fail(r, "{}: rank {}: the agreed members of comm {} did not all join the new comm (one may have been cut "
                 "off meanwhile): {}", fn, comm->rank, comm->name, sncl::lastError());

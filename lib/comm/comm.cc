@@ -31,6 +31,7 @@ struct InitInfo {
                    // SNCL_COMM_ID address one after another get distinct shm names
   CpuSummary cpus;  // for the threading model (lib/comm/threading.h)
   SharedRef board;  // rank 0's: where the progress board is (lib/comm/progress_board.h)
+  int64_t endpoint; // the topology endpoint it keeps from the comm it was split or shrunk from (-1: none)
 };
 
 PeerInfo localPeerInfo(int rank) {
@@ -182,6 +183,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   infos[rank].cpus = cpusOfThisThread();
   if (getrandom(&infos[rank].nonce, sizeof(uint64_t), 0) != sizeof(uint64_t))
     return fail(snclSystemError, "getrandom failed: {}", strerror(errno));
+  infos[rank].endpoint = comm->inheritedEndpoint;
   if (rank == 0) comm->board.create(nranks, &infos[0].board);
   SNCL_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo), deadline));
   comm->peers.resize(nranks);
@@ -196,8 +198,13 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   log::info(log::Subsys::Init, "comm {} rank {}: {}", comm->name, rank, comm->threads.describe());
   comm->commId = fnv1a(&infos[0].nonce, sizeof(uint64_t), fnv1a(id.internal, sizeof(id.internal)));
 
+  // A comm split or shrunk from another keeps each process on its endpoint: its place in
+  // the topology does not move with its new rank number.
+  std::vector<topo::EndpointId> endpoints;
+  for (int r = 0; r < nranks && infos[r].endpoint >= 0; ++r) endpoints.push_back(topo::EndpointId(infos[r].endpoint));
   std::shared_ptr<CommTopology> topology;
-  SNCL_CHECK(CommTopology::build(nranks, &topology));
+  SNCL_CHECK(int(endpoints.size()) == nranks ? CommTopology::buildOnEndpoints(endpoints, &topology)
+                                             : CommTopology::build(nranks, &topology));
   comm->topology = std::move(topology);
   if (rank == 0) log::info(log::Subsys::Topo, "comm {} topology {}", comm->name, comm->topology->describe());
 

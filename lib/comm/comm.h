@@ -42,6 +42,9 @@ struct snclComm {
   int64_t timeoutMs = 60000;
   bool blocking = true;  // from the config; snclCommSplit passes it on
   uint64_t commId = 0;
+  // Set before init by split and shrink: this process's endpoint in the parent's topology
+  // file, kept in the new comm (-1: ranks in endpoint or rank_map order).
+  int64_t inheritedEndpoint = -1;
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;

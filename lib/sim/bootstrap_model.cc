@@ -23,9 +23,9 @@ int depthOf(int rank) {
 }  // namespace
 
 std::vector<size_t> initGatherBytes() {
-  // PeerInfo (88) + nonce + CpuSummary (16) + the progress board SharedRef (32); uint64_t transport mask; bus Record {int32,
-  // char[92]}; int32 status.
-  return {144, 8, 96, 4};
+  // PeerInfo (88) + nonce + CpuSummary (16) + the progress board SharedRef (32) + the
+  // inherited endpoint (8); uint64_t transport mask; bus Record {int32, char[92]}; int32 status.
+  return {152, 8, 96, 4};
 }
 
 RankTraffic allGatherTraffic(int rank, int nranks, size_t bytesPerRank) {

@@ -24,11 +24,12 @@ Result CommTopology::defaultGraph(int nranks, topo::Graph* out) {
   return snclSuccess;
 }
 
-Result CommTopology::fromGraph(topo::Graph graph, int nranks, bool fromFile, std::shared_ptr<CommTopology>* out) {
+Result CommTopology::fromGraph(topo::Graph graph, int nranks, bool fromFile, std::shared_ptr<CommTopology>* out,
+                               const std::vector<topo::EndpointId>* endpoints) {
   if (nranks > int(graph.endpointCount()))
     return fail(snclInvalidArgument, "topology {} has {} endpoints, too few for {} ranks", graph.name(),
                 graph.endpointCount(), nranks);
-  SNCL_CHECK(graph.mapRanks(nranks));
+  SNCL_CHECK(endpoints ? graph.mapRanks(*endpoints) : graph.mapRanks(nranks));
   std::shared_ptr<CommTopology> t(new CommTopology());
   t->graph_ = std::move(graph);
   t->fromFile_ = fromFile;
@@ -47,6 +48,15 @@ Result CommTopology::build(int nranks, std::shared_ptr<CommTopology>* out) {
   }
   SNCL_CHECK(defaultGraph(nranks, &g));
   return fromGraph(std::move(g), nranks, false, out);
+}
+
+Result CommTopology::buildOnEndpoints(const std::vector<topo::EndpointId>& endpoints,
+                                      std::shared_ptr<CommTopology>* out) {
+  auto file = env::str("SNCL_TOPO_FILE");
+  if (!file || file->empty()) return fail(snclInvalidUsage, "ranks on given endpoints need SNCL_TOPO_FILE");
+  topo::Graph g;
+  SNCL_CHECK(topo::loadTopologyCached(*file, &g));
+  return fromGraph(std::move(g), int(endpoints.size()), true, out, &endpoints);
 }
 
 bool CommTopology::sameSupernode(int a, int b) const {

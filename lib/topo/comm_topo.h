@@ -21,11 +21,15 @@ class CommTopology {
   // SNCL_TOPO_FILE if set, else defaultGraph(nranks); ranks mapped in the file's
   // rank_map order or endpoint order. More ranks than endpoints: InvalidArgument.
   static Result build(int nranks, std::shared_ptr<CommTopology>* out);
+  // SNCL_TOPO_FILE with rank r on endpoints[r] of it (a split or shrunk comm's processes
+  // where they were in the parent's).
+  static Result buildOnEndpoints(const std::vector<topo::EndpointId>& endpoints, std::shared_ptr<CommTopology>* out);
   // The embedded default: nodes of 4 endpoints on a two-level bus Clos (one plane, one
   // spine, non-blocking), ceil(nranks / 4) nodes.
   static Result defaultGraph(int nranks, topo::Graph* out);
   // From a built graph (finalized); maps nranks ranks.
-  static Result fromGraph(topo::Graph graph, int nranks, bool fromFile, std::shared_ptr<CommTopology>* out);
+  static Result fromGraph(topo::Graph graph, int nranks, bool fromFile, std::shared_ptr<CommTopology>* out,
+                          const std::vector<topo::EndpointId>* endpoints = nullptr);
 
   const topo::Graph& graph() const { return graph_; }
   int nranks() const { return int(rankVertex_.size()); }

@@ -285,6 +285,25 @@ Result Graph::mapRanks(int nranks) {
   return snclSuccess;
 }
 
+Result Graph::mapRanks(const std::vector<EndpointId>& endpoints) {
+  if (!finalized_) return fail(snclInvalidUsage, "topology: mapRanks before finalize");
+  endpointRank_.assign(endpoints_.size(), -1);
+  for (size_t r = 0; r < endpoints.size(); ++r) {
+    const EndpointId e = endpoints[r];
+    if (e >= endpoints_.size() || endpointRank_[e] >= 0) {
+      rankEndpoint_.clear();
+      endpointRank_.assign(endpoints_.size(), -1);
+      return fail(snclInvalidArgument, "topology '{}': rank {} on endpoint {}, {}", name_, r, e,
+                  e >= endpoints_.size() ? fmt::format("but it has {} endpoints", endpoints_.size())
+                                         : fmt::format("already rank {}'s", endpointRank_[e]));
+    }
+    endpointRank_[e] = int(r);
+  }
+  rankEndpoint_ = endpoints;
+  buildRankLevels();
+  return snclSuccess;
+}
+
 void Graph::buildRankLevels() {
   std::vector<std::array<VertexId, kNumLevels>> keys(rankEndpoint_.size());
   for (size_t r = 0; r < keys.size(); ++r)

@@ -177,6 +177,9 @@ class Graph {
   // Ranks 0..nranks-1 onto endpoints: in the rank order set by setRankOrder (the file's
   // rank_map), else in endpoint order. More ranks than endpoints: InvalidArgument.
   Result mapRanks(int nranks);
+  // Rank r onto endpoints[r] (a comm split or shrunk from another keeps each process on its
+  // endpoint): every one a distinct endpoint of this graph, else InvalidArgument.
+  Result mapRanks(const std::vector<EndpointId>& endpoints);
   int rankCount() const { return int(rankEndpoint_.size()); }
   EndpointId rankEndpoint(int rank) const { return rankEndpoint_[rank]; }
   VertexId rankVertex(int rank) const { return endpoints_[rankEndpoint_[rank]]; }
