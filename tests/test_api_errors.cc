@@ -169,14 +169,17 @@ TEST_CASE("calls that differ across ranks fail on every transport, never with a 
   enum Odd { kAllGather, kOp, kType, kRoot };
   // What the error of every rank says the odd rank called (docs/observability.md).
   const char* const oddCall[] = {"called allgather of 4096 B", "called allreduce of 4096 B (float32 max)",
-                                 "called allreduce of 4096 B (int32 sum)", "called broadcast of 4096 B root 1"};
+                                 "called allreduce of 4096 B (int32 sum)", "called broadcast of 4096 B root "};
   for (const char* transport : {"shm", "bus", "ofi"})
     for (Odd odd : {kAllGather, kOp, kType, kRoot}) {
       // ofi (seconds per comm to set up): one kind of mismatch per run, drawn from the seed.
       if (std::string(transport) == "ofi" && odd != Odd(Catch::rngSeed() % 4)) continue;
       const int oddRank = int(Catch::rngSeed() + unsigned(odd)) % 4;
       INFO(transport << ", mismatch " << int(odd) << " on rank " << oddRank);
-      const std::string named = "rank(s) " + std::to_string(oddRank) + " " + oddCall[odd];
+      // A Broadcast's root only sends: it cannot see the mismatch. The odd rank receives.
+      const int root = (oddRank + 1 + int(Catch::rngSeed() % 3)) % 4;
+      const std::string named = "rank(s) " + std::to_string(oddRank) + " " + oddCall[odd] +
+                                (odd == kRoot ? std::to_string(root) : "");
       auto exits = test::runRanks(4, [&](int rank, int nranks, const snclUniqueId& id) {
         setenv("SNCL_SHM_CELL_BYTES", "0", 1);  // the schedule path, not the cells (they check on their own)
         snclComm_t comm = initOn(transport, std::string(transport) == "ofi" ? 10000 : 3000, rank, nranks, id);
@@ -188,7 +191,7 @@ TEST_CASE("calls that differ across ranks fail on every transport, never with a 
         else if (odd == kAllGather) r = snclAllGather(in.data(), out.data(), kCount, snclFloat32, comm, nullptr);
         else if (odd == kOp) r = snclAllReduce(in.data(), out.data(), kCount, snclFloat32, snclMax, comm, nullptr);
         else if (odd == kType) r = snclAllReduce(in.data(), out.data(), kCount, snclInt32, snclSum, comm, nullptr);
-        else r = snclBroadcast(in.data(), out.data(), kCount, snclFloat32, 1, comm, nullptr);
+        else r = snclBroadcast(in.data(), out.data(), kCount, snclFloat32, root, comm, nullptr);
         const std::string why = r == snclSuccess ? "" : snclGetLastError(comm);
         snclCommAbort(comm);
         if (r == snclSuccess) return 1;

@@ -297,11 +297,12 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
     // Name the culprit where the ranks share a board: those that never reached the call
     // (a stall), or those that called something else (a peer that failed on the mismatch
     // first and left). It leads this rank's error, whatever the agreement then says.
+    // A rank pulled into the round (interrupted) names it too: its peers may have left.
     std::string culprit;
-    if (r != snclSuccess && !interrupted) {
-      culprit = r == snclTimeout ? comm->board.lateText(args.seq + 1) : std::string();
+    if (r != snclSuccess || interrupted) {
+      culprit = r == snclTimeout && !interrupted ? comm->board.lateText(args.seq + 1) : std::string();
       if (culprit.empty()) culprit = comm->board.differText(args.seq + 1);
-      if (!culprit.empty()) {
+      if (!culprit.empty() && !interrupted) {
         recordError(r, fmt::format("{}; {}", culprit, cause));
         cause = lastError();
       }
