@@ -10,6 +10,7 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
+  Deadline() = default;  // already past (no clock read): to be set before it is asked
   static Deadline after(std::chrono::milliseconds d) { return Deadline(Clock::now() + d); }
   static Deadline afterMs(int64_t ms) { return after(std::chrono::milliseconds(ms)); }
   bool expired() const { return Clock::now() >= at_; }
@@ -23,7 +24,7 @@ class Deadline {
 
  private:
   explicit Deadline(Clock::time_point at) : at_(at) {}
-  Clock::time_point at_;
+  Clock::time_point at_{};
 };
 
 // A wait with a core per rank spins this long before it sleeps: a peer busy with a copy of

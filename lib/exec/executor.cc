@@ -152,9 +152,10 @@ int64_t Executor::recordStep(const algo::Schedule& schedule, size_t step, uint64
 }
 
 Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
-  Deadline deadline = Deadline::afterMs(timeoutMs_);
-  Deadline slow = Deadline::afterMs(timeoutMs_ / 4);
-  bool stalled = false, told = false;  // told: waitPeer_ names this wait
+  // The deadlines are set when the wait stops spinning (told): a step done within its spins,
+  // as a small call's are, reads no clock.
+  Deadline deadline, slow;
+  bool stalled = false, told = false;  // told: waitPeer_ names this wait, the deadlines run
   int idle = 0;
   while (!pending_.empty()) {
     bool progressed = false;
@@ -183,12 +184,12 @@ Result Executor::waitAll(size_t stepIndex, uint8_t* opDone) {
       stalled = false;
       if (told) waitPeer_.store(-1, std::memory_order_relaxed), told = false;
       idle = 0;
-      deadline = Deadline::afterMs(timeoutMs_);
-      slow = Deadline::afterMs(timeoutMs_ / 4);
       continue;
     }
     if (++idle < kSpinPolls) continue;
     if (!told) {
+      deadline = Deadline::afterMs(timeoutMs_);
+      slow = Deadline::afterMs(timeoutMs_ / 4);
       waitSinceNs_.store(trace::coarseNowNs(), std::memory_order_relaxed);
       waitPeer_.store(pending_.front().peer, std::memory_order_relaxed);
       told = true;
