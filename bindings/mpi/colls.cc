@@ -233,7 +233,8 @@ int reduceScatterBlock(const void* sb, void* rb, int rcount, MPI_Datatype dt, MP
   }
   // MPI in place: the input fills rb and the result goes to its start; sncl's in-place form
   // leaves block `rank` where it is, so it moves (or unpacks) there once the call ran.
-  const bool packed = packs(dt, {{0, all}});
+  const Block whole[1] = {{0, all}};
+  const bool packed = packs(dt, whole);
   char* buf = stage(job, rb, dt, all, true, false, comm).base;
   const size_t offset = static_cast<size_t>(rankIn(comm)) * bytes;
   if (!job) job = newJob();

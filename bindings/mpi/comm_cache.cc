@@ -1,6 +1,7 @@
 #include "bindings/mpi/comm_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,16 @@ struct Entry {
 };
 
 std::mutex mu;
-int keyval = MPI_KEYVAL_INVALID;
+std::atomic<int> keyval{MPI_KEYVAL_INVALID};  // made once, under mu; read without it
+// Bumped whenever an Entry is deleted: a thread's last lookup (commFor) is good while the
+// number it saw stands, which spares most calls MPI's attribute lookup and its lock.
+std::atomic<uint64_t> generation{0};
+struct LastLookup {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  Entry* entry = nullptr;
+  uint64_t generation = UINT64_MAX;
+};
+thread_local LastLookup last;
 std::vector<Entry*> live;  // for MPI_Finalize, which does not free every communicator
 long lastOrder = 0;        // the largest order of a comm this rank built
 
@@ -56,6 +66,7 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
     std::erase(live, e);
   }
   release(e, false, kByMpi);  // released already unless MPI freed comm another way
+  generation.fetch_add(1, std::memory_order_acq_rel);
   delete e;
   return MPI_SUCCESS;
 }
@@ -152,33 +163,38 @@ Entry* build(MPI_Comm comm) {
 }
 
 Entry* find(MPI_Comm comm) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (keyval == MPI_KEYVAL_INVALID) return nullptr;
-  }
+  const int key = keyval.load(std::memory_order_acquire);
+  if (key == MPI_KEYVAL_INVALID) return nullptr;
   void* value = nullptr;
   int found = 0;
-  PMPI_Comm_get_attr(comm, keyval, &value, &found);
+  PMPI_Comm_get_attr(comm, key, &value, &found);
   return found ? static_cast<Entry*>(value) : nullptr;
 }
 
 }  // namespace
 
 bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (keyval == MPI_KEYVAL_INVALID &&
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &keyval, nullptr) != MPI_SUCCESS)
-      return false;
-  }
-  Entry* e = find(comm);
+  const uint64_t gen = generation.load(std::memory_order_acquire);
+  Entry* e = last.mpi == comm && last.generation == gen ? last.entry : nullptr;
   if (!e) {
-    e = build(comm);
-    {
+    if (keyval.load(std::memory_order_acquire) == MPI_KEYVAL_INVALID) {
       std::lock_guard<std::mutex> lock(mu);
-      live.push_back(e);
+      int key = keyval.load();
+      if (key == MPI_KEYVAL_INVALID) {
+        if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &key, nullptr) != MPI_SUCCESS) return false;
+        keyval.store(key, std::memory_order_release);
+      }
     }
-    PMPI_Comm_set_attr(comm, keyval, e);
+    e = find(comm);
+    if (!e) {
+      e = build(comm);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        live.push_back(e);
+      }
+      PMPI_Comm_set_attr(comm, keyval.load(), e);
+    }
+    last = {comm, e, gen};
   }
   *c = e->comm;
   *s = e->stream;
@@ -202,10 +218,11 @@ void destroyAll() {
   std::stable_sort(todo.begin(), todo.end(), [](const Entry* a, const Entry* b) { return a->order > b->order; });
   for (Entry* e : todo) {
     release(e, true, kAtFinalize);
-    PMPI_Comm_delete_attr(e->mpi, keyval);  // runs deleteEntry: MPI forgets it too
+    PMPI_Comm_delete_attr(e->mpi, keyval.load());  // runs deleteEntry: MPI forgets it too
   }
   std::lock_guard<std::mutex> lock(mu);
-  if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+  int key = keyval.exchange(MPI_KEYVAL_INVALID);
+  if (key != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&key);
 }
 
 void printCommCounts(int worldRank) {

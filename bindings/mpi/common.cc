@@ -101,11 +101,27 @@ int sizeOf(MPI_Comm comm) {
   return n;
 }
 
+namespace {
+// MPI's state as the drop-in last saw it: asked of MPI (two calls that take its lock) only
+// until it is up; MPI_Finalize's wrapper says when it goes.
+enum MpiState { kUnknown, kUp, kFinalized };
+std::atomic<int> mpiState{kUnknown};
+}  // namespace
+
+void noteFinalize() { mpiState.store(kFinalized, std::memory_order_release); }
+
 std::optional<Target> served(MPI_Comm comm) {
-  int init = 0, fin = 0;
-  PMPI_Initialized(&init);
-  PMPI_Finalized(&fin);
-  if (!init || fin || comm == MPI_COMM_NULL) return std::nullopt;
+  if (comm == MPI_COMM_NULL) return std::nullopt;
+  const int state = mpiState.load(std::memory_order_acquire);
+  if (state == kFinalized) return std::nullopt;
+  if (state == kUnknown) {
+    int init = 0, fin = 0;
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fin);
+    if (!init || fin) return std::nullopt;
+    int expected = kUnknown;
+    mpiState.compare_exchange_strong(expected, kUp);
+  }
   snclComm_t c = nullptr;
   snclStream_t s = nullptr;
   bool drive = false;

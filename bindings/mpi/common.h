@@ -52,6 +52,8 @@ struct Target {
 // nullopt when MPI serves comm (not initialized, finalized, null, intercommunicator, an
 // init that failed on some rank).
 std::optional<Target> served(MPI_Comm comm);
+// MPI_Finalize began: nothing is served from here on.
+void noteFinalize();
 
 // What a queued call needs until it ran: converted count arrays, a scratch buffer, packed
 // copies of buffers with gaps (bindings/mpi/staging.h), and a step to run once it finished

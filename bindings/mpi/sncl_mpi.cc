@@ -31,6 +31,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
 }
 
 int MPI_Finalize(void) {
+  sncl_mpi::noteFinalize();
   sncl_mpi::destroyAll();
   if (debugLevel() >= 1) {
     printCounts();

@@ -9,7 +9,7 @@
 namespace sncl_mpi {
 namespace {
 
-long longest(const std::vector<Block>& blocks) {
+long longest(std::span<const Block> blocks) {
   long n = 0;
   for (const Block& b : blocks) n = std::max(n, b.count);
   return blocks.size() > 1 ? std::max(n, 2L) : n;  // several blocks: element spacing matters too
@@ -52,12 +52,12 @@ void thenRun(Job& job, std::function<void()> step) {
 
 }  // namespace
 
-bool packs(MPI_Datatype t, const std::vector<Block>& blocks) {
+bool packs(MPI_Datatype t, std::span<const Block> blocks) {
   ptrdiff_t offset = 0;
   return !dense(t, longest(blocks), &offset);
 }
 
-Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, const std::vector<Block>& blocks, bool in,
+Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, std::span<const Block> blocks, bool in,
              bool out, MPI_Comm comm) {
   ptrdiff_t offset = 0;
   auto* user = static_cast<char*>(const_cast<void*>(buf));
@@ -79,7 +79,9 @@ Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, const s
     // unpack keeps a duplicate of its own.
     MPI_Datatype own = MPI_DATATYPE_NULL;
     PMPI_Type_dup(t, &own);
-    thenRun(*job, [=]() mutable {
+    // The blocks are the caller's (a span): the unpack keeps a copy (this path packs, and
+    // allocates, anyway).
+    thenRun(*job, [=, blocks = std::vector<Block>(blocks.begin(), blocks.end())]() mutable {
       for (const Block& b : blocks)
         unpackBlock(s.base + s.at(b.disp), size, user + b.disp * extent, b.count, own, extent, comm);
       PMPI_Type_free(&own);

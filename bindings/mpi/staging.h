@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "bindings/mpi/common.h"
@@ -39,11 +40,13 @@ struct Staged {
 
 // Stages the blocks of t at buf: in place when dense, else a packed copy in *job (created
 // when needed), packed now when `in`, unpacked into buf by job's after step when `out`.
-Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, const std::vector<Block>& blocks, bool in,
+Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, std::span<const Block> blocks, bool in,
              bool out, MPI_Comm comm);
+// One block of count elements at the start (no allocation: every fixed-count call comes here).
 inline Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, long count, bool in, bool out,
                     MPI_Comm comm) {
-  return stage(job, buf, t, std::vector<Block>{{0, count}}, in, out, comm);
+  const Block one[1] = {{0, count}};
+  return stage(job, buf, t, std::span<const Block>(one), in, out, comm);
 }
 
 // After the call: count elements of t from packed bytes at src into buf (a result that
@@ -51,6 +54,6 @@ inline Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, 
 void unpackAfter(Job& job, const char* src, void* buf, MPI_Datatype t, long count, MPI_Comm comm);
 
 // Whether stage() would pack (t's blocks not dense).
-bool packs(MPI_Datatype t, const std::vector<Block>& blocks);
+bool packs(MPI_Datatype t, std::span<const Block> blocks);
 
 }  // namespace sncl_mpi

@@ -202,7 +202,8 @@ int reduceScatter(const void* sb, void* rb, const int* rcounts, MPI_Datatype dt,
     src = stage(job, sb, dt, total, true, false, comm).base;
     dst = stage(job, rb, dt, mine, false, true, comm).base;
   } else {  // sncl's in-place form is MPI's: the result at the start of the input
-    const bool packed = packs(dt, {{0, total}});
+    const Block whole[1] = {{0, total}};
+    const bool packed = packs(dt, whole);
     src = dst = stage(job, rb, dt, total, true, false, comm).base;
     if (packed) unpackAfter(*job, dst, rb, dt, mine, comm);
   }
