@@ -1,8 +1,10 @@
 // The layout advisor's model (lib/sim/layout_model.*) against hand-computed values for one
 // small model, its model-file reader, and the search's ranking and fault handling on a small
-// simulated machine (lib/sim/layout_search.*). Virtual time only.
+// simulated machine (lib/sim/layout_search.*), whose speed-ups must change no figure.
+// Virtual time only.
 #include <catch2/catch.hpp>
 
+#include "lib/sim/faults.h"
 #include "lib/sim/layout_search.h"
 #include "lib/topo/generators.h"
 
@@ -33,6 +35,62 @@ topo::Graph twoNodes(int perNode) {
   REQUIRE(g.finalize() == snclSuccess);
   REQUIRE(g.mapRanks(int(g.endpointCount())) == snclSuccess);
   return g;
+}
+
+// A two-tier Clos as clos16k.json, smaller: racks of nodesPerRack nodes, 2 planes, 2 spines
+// per plane, so a device keeps a route after its plane-0 link goes down.
+topo::Graph clos(int nodes, int perNode, int nodesPerRack) {
+  topo::Graph g;
+  topo::ClosParams p;
+  p.nodes = nodes;
+  p.perNode = perNode;
+  p.nodesPerRack = nodesPerRack;
+  p.planes = 2;
+  p.spines = 2;
+  REQUIRE(topo::generate(g, p) == snclSuccess);
+  REQUIRE(g.finalize() == snclSuccess);
+  REQUIRE(g.mapRanks(int(g.endpointCount())) == snclSuccess);
+  return g;
+}
+
+void linkDown(topo::Graph& g, const std::string& spec) {
+  std::vector<LinkFault> links;
+  REQUIRE(parseFaults(spec, &links) == snclSuccess);
+  REQUIRE(applyFaults(g, links) == snclSuccess);
+}
+
+std::vector<topo::EndpointId> endpoints(int first, int count, int stride) {
+  std::vector<topo::EndpointId> out;
+  for (int i = 0; i < count; ++i) out.push_back(topo::EndpointId(first + i * stride));
+  return out;
+}
+
+// Bit for bit: a shortcut in the search must not move any figure.
+void requireSame(const Advice& a, const Advice& b) {
+  REQUIRE(a.layouts.size() == b.layouts.size());
+  CHECK(a.healthyDevices == b.healthyDevices);
+  CHECK(a.simulations == b.simulations);
+  for (size_t i = 0; i < a.layouts.size(); ++i) {
+    const LayoutResult &x = a.layouts[i], &y = b.layouts[i];
+    CHECK(x.layout.tp == y.layout.tp);
+    CHECK(x.layout.pp == y.layout.pp);
+    CHECK(x.layout.dp == y.layout.dp);
+    CHECK(x.layout.ep == y.layout.ep);
+    CHECK(x.layout.microBatch == y.layout.microBatch);
+    CHECK(x.layout.interleave == y.layout.interleave);
+    CHECK(x.layout.recompute == y.layout.recompute);
+    CHECK(x.fits == y.fits);
+    CHECK(x.stepUs == y.stepUs);
+    CHECK(x.computeUs == y.computeUs);
+    CHECK(x.tpUs == y.tpUs);
+    CHECK(x.epUs == y.epUs);
+    CHECK(x.ppUs == y.ppUs);
+    CHECK(x.bubbleUs == y.bubbleUs);
+    CHECK(x.dpExposedUs == y.dpExposedUs);
+    CHECK(x.mfu == y.mfu);
+    CHECK(x.memory.total() == y.memory.total());
+    CHECK(x.placement == y.placement);
+  }
 }
 
 // A device of 100 TFLOP/s and 1 GiB: enough for the small model in every layout.
@@ -181,4 +239,53 @@ TEST_CASE("advise: re-planning after a fault compares with the healthy best", "[
   CHECK(g.linkFactor(g.findLink(g.findVertex("n0.e0"), g.findVertex("n0.l1p0"))) == 1.0);
   CHECK(trainSeconds(m, o, r.healthy.layouts.front(), 1e9) > 0);
   CHECK(replanLayouts(g, m, o, "link=n0.e0-nope:down", &r) == snclInvalidArgument);
+}
+
+TEST_CASE("advise: a pricer's kept network prices as a fresh one, with a link down", "[sim][advise]") {
+  // 36 nodes of 8, racks of 4: 288 devices, so one group runs the aggregated engine. With
+  // the link down, bundles overlap and the network refines them (both engines run twice).
+  topo::Graph g = clos(36, 8, 4);
+  linkDown(g, "link=n0.e0-r0.l1p0:down");
+  // Groups of equal size on other devices come one after another: a route or bundle kept
+  // from the one before would price the next wrongly.
+  const std::vector<std::vector<topo::EndpointId>> groups = {
+      endpoints(0, 8, 1), endpoints(8, 8, 1), endpoints(0, 8, 8), endpoints(0, 36, 8),
+      endpoints(1, 36, 8), {0, 40}, {8, 40}, endpoints(0, 288, 1)};
+  GroupCommPricer kept(&g, 400);
+  for (const auto& group : groups)
+    for (CollType coll : {CollType::AllReduce, CollType::Broadcast, CollType::AlltoAll})
+      for (double bytes : {64.0 * 1024, 24.0 * (1 << 20)}) {
+        if (group.size() > 256 && coll != CollType::AllReduce) continue;  // the aggregated engine's share
+        double us = 0, freshUs = 0;
+        REQUIRE(kept.exactTimeUs(coll, group, bytes, &us) == snclSuccess);
+        GroupCommPricer fresh(&g, 400);
+        REQUIRE(fresh.exactTimeUs(coll, group, bytes, &freshUs) == snclSuccess);
+        CHECK(us > 0);
+        CHECK(us == freshUs);
+      }
+}
+
+TEST_CASE("advise: the faulted search beside the healthy one answers as alone", "[sim][advise]") {
+  topo::Graph g = clos(4, 4, 2);
+  const LayoutModel m(smallModel());
+  const AdviceOptions o = smallDevice(16);
+  const std::string spec = "link=n0.e0-r0.l1p0:down";
+  Replan r;
+  REQUIRE(replanLayouts(g, m, o, spec, &r) == snclSuccess);
+  // The two searches one after the other, each on its own graph and pricer.
+  std::vector<topo::EndpointId> devices;
+  AdviceOptions healthyOptions = o, faultedOptions = o;
+  REQUIRE(healthyEndpoints(g, 16, AdviceFaults{}, &devices, &healthyOptions.focus) == snclSuccess);
+  Advice healthy, faulted;
+  REQUIRE(adviseLayouts(g, devices, m, healthyOptions, &healthy) == snclSuccess);
+  topo::Graph broken = g.clone();
+  linkDown(broken, spec);
+  AdviceFaults f;
+  REQUIRE(parseAdviceFaults(spec, &f) == snclSuccess);
+  REQUIRE(healthyEndpoints(broken, 16, f, &devices, &faultedOptions.focus) == snclSuccess);
+  REQUIRE(adviseLayouts(broken, devices, m, faultedOptions, &faulted) == snclSuccess);
+  requireSame(r.healthy, healthy);
+  requireSame(r.faulted, faulted);
+  // Not vacuous: the link down slows the healthy best down.
+  CHECK(r.slowdown > 0);
 }

@@ -9,6 +9,9 @@
 //   sncl-sim --topo FILE --advise MODEL.json --gpus N --device peak=TFLOPS,mem=GiB [--faults SPEC]
 //            [--tokens T] [--top K] [--json]
 #include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -247,6 +250,13 @@ struct AdviseArgs {
 };
 
 int printAdvice(topo::Graph& g, const AdviseArgs& args) {
+#ifdef __GLIBC__
+  // Each of the search's simulations plans on the whole topology, allocating and freeing
+  // arrays of O(links) (tens of MiB at 16k endpoints). glibc would hand them back to the
+  // kernel every time and fault them in again (a third of the search's CPU): keep them.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   sim::ModelSpec spec;
   if (sim::loadModelFile(args.model, &spec) != snclSuccess) return error(lastError());
   const sim::LayoutModel model(spec);

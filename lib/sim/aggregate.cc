@@ -134,7 +134,7 @@ class Aggregated {
       : net_(net),
         w_(w),
         o_(o),
-        fs_(net),
+        fs_(net.fairShare()),
         out_(out),
         ranks_(w.nranks),
         firstFlow_(w.nranks),
@@ -614,7 +614,7 @@ class Aggregated {
   const Workload& w_;
   SimOptions o_;
   Pass pass_ = Pass::Full;
-  FairShare fs_;
+  FairShare& fs_;
   SimResult* out_;
   std::vector<RankRuns> ranks_;
   std::vector<Shape> shapes_ = std::vector<Shape>(kRememberedShapes);

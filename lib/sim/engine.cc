@@ -51,7 +51,7 @@ struct RankState {
 class Exact {
  public:
   Exact(Network& net, const Workload& w, const SimOptions& o, SimResult* out)
-      : net_(net), w_(w), o_(o), fs_(net), out_(out) {}
+      : net_(net), w_(w), o_(o), fs_(net.fairShare()), out_(out) {}
 
   Result run() {
     const int n = w_.nranks;
@@ -274,7 +274,7 @@ class Exact {
   Network& net_;
   const Workload& w_;
   SimOptions o_;
-  FairShare fs_;
+  FairShare& fs_;
   SimResult* out_;
   std::vector<algo::Schedule> sched_;
   std::vector<RankState> rs_;

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "lib/sim/network.h"
 #include "lib/sim/workload.h"
 
 namespace sncl::sim {
@@ -26,12 +25,12 @@ Result GroupCommPricer::simulate(CollType coll, const std::vector<topo::Endpoint
   w.memGBs = memGBs_;
   Planned planned;
   SNCL_CHECK(makeWorkload(*g_, w, n, &planned));
-  Network net(*g_);
+  if (!net_) net_ = std::make_unique<Network>(*g_);
   SimOptions o;
   o.memGBs = memGBs_;
   SimResult r;
   // As sncl-sim's auto engine: exact up to 256 ranks, else aggregated.
-  SNCL_CHECK(n <= 256 ? simulateExact(net, planned.workload, o, &r) : simulateAggregated(net, planned.workload, o, &r));
+  SNCL_CHECK(n <= 256 ? simulateExact(*net_, planned.workload, o, &r) : simulateAggregated(*net_, planned.workload, o, &r));
   simulated_[key] = r.timeUs;
   *us = r.timeUs;
   return snclSuccess;

@@ -8,17 +8,20 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include "lib/plan/planner.h"
+#include "lib/sim/network.h"
 #include "lib/topo/graph.h"
 
 namespace sncl::sim {
 
 class GroupCommPricer {
  public:
-  // g is finalized and outlives the pricer; its rank mapping is changed by each simulation.
+  // g is finalized and outlives the pricer, its link health fixed while the pricer lives
+  // (simulations are kept); its rank mapping is changed by each simulation.
   GroupCommPricer(topo::Graph* g, double memGBs) : g_(g), memGBs_(memGBs) {}
 
   // Time of coll over the group (endpoints in rank order) for a buffer of bytes (All-to-All:
@@ -35,6 +38,9 @@ class GroupCommPricer {
   Result simulate(CollType coll, const std::vector<topo::EndpointId>& group, size_t bytes, double* us);
   topo::Graph* g_;
   double memGBs_;
+  // One network for every simulation: building one is O(links) (a 16k-endpoint Clos has
+  // 524,288 channels), and each run starts by forgetting the last one's routes and bundles.
+  std::unique_ptr<Network> net_;
   std::map<std::tuple<int, std::vector<topo::EndpointId>, size_t>, double> simulated_;
 };
 

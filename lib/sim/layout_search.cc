@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "lib/sim/faults.h"
 
@@ -320,15 +321,33 @@ Result replanLayouts(topo::Graph& g, const LayoutModel& model, const AdviceOptio
   std::vector<EndpointId> healthy;
   GroupCommPricer pricer(&g, o.memGBs);
   SNCL_CHECK(healthyEndpoints(g, o.gpus, AdviceFaults{}, &healthy, &o.focus));
-  SNCL_CHECK(adviseLayouts(g, healthy, model, o, &r.healthy, &pricer));
   r.hasFaults = !faults.empty();
+  if (!r.hasFaults || links.empty()) SNCL_CHECK(adviseLayouts(g, healthy, model, o, &r.healthy, &pricer));
   if (r.hasFaults) {
     topo::Graph copy = links.empty() ? topo::Graph() : g.clone();
     topo::Graph& faulted = links.empty() ? g : copy;
-    GroupCommPricer faultedPricer(&faulted, o.memGBs);
     SNCL_CHECK(applyFaults(faulted, links));
-    SNCL_CHECK(healthyEndpoints(faulted, o.gpus, f, &healthy, &o.focus));
-    SNCL_CHECK(adviseLayouts(faulted, healthy, model, o, &r.faulted, links.empty() ? &pricer : &faultedPricer));
+    AdviceOptions fo = o;
+    std::vector<EndpointId> survivors;
+    SNCL_CHECK(healthyEndpoints(faulted, o.gpus, f, &survivors, &fo.focus));
+    if (links.empty()) {
+      SNCL_CHECK(adviseLayouts(g, survivors, model, fo, &r.faulted, &pricer));
+    } else {
+      // The faulted search shares no graph or simulation with the healthy one: it runs on a
+      // second thread beside it, each making the calls it would make alone (the same answer).
+      Result faultedResult = snclSuccess;
+      std::string faultedError;
+      std::thread search([&] {
+        ExpectedErrors once;  // logged at INFO here: the caller's thread records it, at WARN
+        GroupCommPricer faultedPricer(&faulted, o.memGBs);
+        faultedResult = adviseLayouts(faulted, survivors, model, fo, &r.faulted, &faultedPricer);
+        if (faultedResult != snclSuccess) faultedError = lastError();
+      });
+      const Result healthyResult = adviseLayouts(g, healthy, model, o, &r.healthy, &pricer);
+      search.join();
+      SNCL_CHECK(healthyResult);
+      if (faultedResult != snclSuccess) return fail(faultedResult, "{}", faultedError);
+    }
     const LayoutResult& before = r.healthy.layouts.front();
     const LayoutResult* same = findLayout(r.faulted, before.layout);
     if (same) r.sameIndex = int(same - r.faulted.layouts.data());

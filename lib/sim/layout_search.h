@@ -95,8 +95,9 @@ Result healthyEndpoints(const topo::Graph& g, int devices, const AdviceFaults& f
                         topo::EndpointId* focus);
 
 // The healthy machine ranked, then (with faults) the faulted one, and what the faults did to
-// the healthy best layout. Link faults are applied to a copy of g, priced afresh; lost
-// devices alone reuse the healthy search's simulated collectives.
+// the healthy best layout. Link faults are applied to a copy of g, priced afresh on a second
+// thread beside the healthy search; lost devices alone reuse the healthy search's simulated
+// collectives.
 struct Replan {
   Advice healthy, faulted;
   bool hasFaults = false;

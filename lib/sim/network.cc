@@ -4,6 +4,7 @@
 #include <map>
 
 #include "lib/base/hash.h"
+#include "lib/sim/flows.h"
 #include "lib/topo/route.h"
 
 namespace sncl::sim {
@@ -30,6 +31,13 @@ Network::Network(const topo::Graph& g) : g_(g) {
   }
   physical_ = capacity_.size();
   owner_.assign(physical_, kFree);
+}
+
+Network::~Network() = default;
+
+FairShare& Network::fairShare() {
+  if (!fairShare_) fairShare_ = std::make_unique<FairShare>(*this);
+  return *fairShare_;
 }
 
 void Network::setBundling(bool on) {

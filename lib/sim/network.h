@@ -41,6 +41,8 @@ namespace sncl::sim {
 // GB/s to bytes per microsecond, the simulator's units.
 inline constexpr double kBytesPerUsPerGBs = 1e3;
 
+class FairShare;
+
 struct Path {
   double latencyUs = 0;
   std::vector<std::pair<uint32_t, float>> hops;  // (channel, fraction of the flow)
@@ -50,6 +52,7 @@ class Network {
  public:
   // g is finalized with ranks mapped; its link health at this point is what is simulated.
   explicit Network(const topo::Graph& g);
+  ~Network();
 
   const topo::Graph& graph() const { return g_; }
   int ranks() const { return g_.rankCount(); }
@@ -74,6 +77,9 @@ class Network {
   // Bundles again, split by how the routes since setBundling(true) used their channels
   // (see above); forgets every route.
   void refineBundles();
+  // The engines' fair-share solver, kept with the network: its per-channel scratch is
+  // O(channels), allocated once for a network simulated many times (the layout search's).
+  FairShare& fairShare();
 
   int classCount() const { return int(classNames_.size()); }
   int classOf(uint32_t ch) const { return channelClass_[ch]; }
@@ -112,6 +118,7 @@ class Network {
   std::unordered_map<uint64_t, std::unique_ptr<Path>> paths_;
   size_t cachedHops_ = 0;
   uint64_t generation_ = 1;
+  std::unique_ptr<FairShare> fairShare_;
 };
 
 // One run of an engine under opts.bundle: with bundles, then, if they overlapped, refined
