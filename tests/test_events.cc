@@ -114,7 +114,7 @@ TEST_CASE("an event covering a failed call reports its error; an earlier one sta
       bad += snclEventQuery(after) != snclInProgress;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       bad += snclEventQuery(after) != snclInProgress;
-      bad += snclCommRevoke(comm) != snclSuccess;
+      bad += snclCommRevoke(comm, SNCL_REVOKE_DEFAULT) != snclSuccess;
       const snclResult_t r = snclEventSynchronize(after);
       if (r != snclRemoteError) std::fprintf(stderr, "event after the failed call: %s\n", snclGetErrorString(r));
       bad += r != snclRemoteError;

@@ -232,9 +232,13 @@ snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclComm_t* newc
  * route) interrupts fails on every surviving rank with snclRemoteError within the comm's
  * deadline, and so do later calls; the survivors then shrink the comm.
  *
- * snclCommRevoke: this rank's calls in flight on comm stop with snclRemoteError and later
- * ones fail at once; comm stays usable for snclCommShrink and destruction. */
-snclResult_t snclCommRevoke(snclComm_t comm);
+ * snclCommRevoke (NCCL 2.30's): this rank's call in flight on comm stops with
+ * snclRemoteError, and so does every peer's call that waits (it is told over the comm's
+ * bootstrap; a peer learns it at its next wait on another rank); later calls fail at once.
+ * comm stays usable for snclCommShrink, snclCommSplit and destruction. revokeFlags:
+ * SNCL_REVOKE_DEFAULT. */
+#define SNCL_REVOKE_DEFAULT 0x00
+snclResult_t snclCommRevoke(snclComm_t comm, int revokeFlags);
 
 #define SNCL_SHRINK_DEFAULT 0x00 /* calls in flight on comm must have finished */
 #define SNCL_SHRINK_ABORT 0x01   /* revoke comm first: calls in flight stop */
@@ -247,6 +251,19 @@ snclResult_t snclCommRevoke(snclComm_t comm);
  * no comm. config fields left undefined (or NULL) come from comm. */
 snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
                             snclConfig_t* config, int shrinkFlags);
+
+/* Growing a comm (NCCL 2.29's semantics), e.g. a spare in a lost rank's place after a
+ * shrink. One rank of comm makes a single-use id with snclCommGetUniqueId and hands it to
+ * the new processes (out of band). Existing ranks call
+ *   snclCommGrow(comm, nranks, root ? &id : NULL, -1, &newcomm, config)
+ * and keep their rank numbers; each new process calls
+ *   snclCommGrow(NULL, nranks, &id, rank, &newcomm, config)
+ * with rank in [comm's size, nranks). With SNCL_TOPO_FILE every existing process keeps its
+ * endpoint and a new one takes the first endpoint no rank holds, in the file's rank order.
+ * config fields left undefined (or NULL) come from comm on existing ranks. */
+snclResult_t snclCommGetUniqueId(snclComm_t comm, snclUniqueId* uniqueId);
+snclResult_t snclCommGrow(snclComm_t comm, int nranks, const snclUniqueId* uniqueId, int rank, snclComm_t* newcomm,
+                          snclConfig_t* config);
 
 #ifdef __cplusplus
 }

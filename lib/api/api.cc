@@ -124,10 +124,8 @@ SNCL_API snclResult_t snclGetUniqueId(snclUniqueId* uniqueId) {
   return sncl::bootstrapCreateRoot(uniqueId);
 }
 
-namespace {
+namespace sncl::api {
 
-// snclCommInitRankConfig, for a comm whose process keeps its topology endpoint (split and
-// shrink: the parent's; -1 none).
 Result initRank(snclComm_t* comm, int nranks, snclUniqueId commId, int rank, snclConfig_t* config,
                 int64_t endpoint) {
   if (!comm) return fail(snclInvalidArgument, "snclCommInitRank: comm is NULL");
@@ -169,14 +167,14 @@ Result initRank(snclComm_t* comm, int nranks, snclUniqueId commId, int rank, snc
   return r;
 }
 
-// This process's endpoint in comm's topology file, for a comm made from it (-1: the
-// embedded default topology, which a child with fewer ranks builds anew).
 int64_t endpointOf(const snclComm* comm) {
   if (!comm->topology || !comm->topology->fromFile()) return -1;
   return int64_t(comm->topology->graph().rankEndpoint(comm->rank));
 }
 
-}  // namespace
+}  // namespace sncl::api
+
+using sncl::api::initRank;
 
 SNCL_API snclResult_t snclCommInitRankConfig(snclComm_t* comm, int nranks, snclUniqueId commId, int rank,
                                              snclConfig_t* config) {
@@ -210,130 +208,6 @@ SNCL_API snclResult_t snclCommInitAll(snclComm_t* comms, int ndev, const int* de
     return sncl::recordError(results[r], fmt::format("snclCommInitAll: rank {}: {}", r, messages[r]));
   }
   return snclSuccess;
-}
-
-namespace {
-
-// What each rank of the parent tells the others in snclCommSplit.
-struct SplitRequest {
-  int32_t color;
-  int32_t key;
-  int32_t status;  // snclResult_t of this rank's argument checks
-};
-struct SplitRoot {
-  int32_t status;  // snclResult_t of creating the root (new comm's rank 0 only)
-  snclUniqueId id;
-};
-
-Result splitConfig(const snclComm* parent, const snclConfig_t* given, snclConfig_t* out) {
-  if (given && (given->magic != kConfigMagic || given->size != sizeof(snclConfig_t)))
-    return fail(snclInvalidArgument, "snclCommSplit/Shrink: config was not initialized with SNCL_CONFIG_INITIALIZER");
-  *out = given ? *given : snclConfig_t SNCL_CONFIG_INITIALIZER;
-  if (out->blocking == SNCL_CONFIG_UNDEF_INT) out->blocking = parent->blocking ? 1 : 0;
-  if (out->timeoutMs == SNCL_CONFIG_UNDEF_INT || out->timeoutMs <= 0)
-    out->timeoutMs = static_cast<int>(std::min<int64_t>(parent->timeoutMs, INT32_MAX));
-  if (!out->commName) out->commName = parent->name.c_str();
-  if (!out->memBudget) out->memBudget = parent->history.budget;
-  return snclSuccess;
-}
-
-}  // namespace
-
-// Every rank of the parent takes part in both exchanges, even with bad arguments, so that
-// a mistake on one rank fails all of them at once instead of at the deadline.
-SNCL_API snclResult_t snclCommSplit(snclComm_t comm, int color, int key, snclComm_t* newcomm, snclConfig_t* config) {
-  constexpr const char* fn = "snclCommSplit";
-  if (!newcomm) return fail(snclInvalidArgument, "{}: newcomm is NULL", fn);
-  *newcomm = nullptr;
-  if (sncl::groupDepth() > 0)
-    return fail(snclInvalidUsage, "{}: not supported inside a group; call it on each rank's thread", fn);
-  SNCL_CHECK(checkReady(comm, fn));
-  snclConfig_t childConfig;
-  Result mine = color < 0 && color != SNCL_SPLIT_NOCOLOR
-                    ? fail(snclInvalidArgument, "{}: color {} is negative (only SNCL_SPLIT_NOCOLOR may be)", fn, color)
-                    : splitConfig(comm, config, &childConfig);
-  std::string myMessage = mine == snclSuccess ? std::string() : sncl::lastError();
-  const sncl::Deadline deadline = sncl::Deadline::afterMs(comm->timeoutMs);
-  std::vector<SplitRequest> requests(comm->nranks);
-  requests[comm->rank] = {color, key, mine};
-  SNCL_CHECK(comm->bootstrap->allGather(requests.data(), sizeof(SplitRequest), deadline));
-  if (mine != snclSuccess) return sncl::recordError(mine, std::move(myMessage));
-  for (int r = 0; r < comm->nranks; ++r)
-    if (requests[r].status != snclSuccess)
-      return fail(snclInvalidArgument, "{}: rank {} passed bad arguments ({})", fn, r,
-                  sncl::resultName(static_cast<Result>(requests[r].status)));
-
-  // The new comm's ranks: the parent's ranks of this color, by (key, parent rank).
-  std::vector<int> members;
-  if (color != SNCL_SPLIT_NOCOLOR)
-    for (int r = 0; r < comm->nranks; ++r)
-      if (requests[r].color == color) members.push_back(r);
-  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return requests[a].key < requests[b].key; });
-  const int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  // Each new comm's rank 0 makes its rendezvous root; the ids travel over the parent.
-  std::vector<SplitRoot> roots(comm->nranks);
-  roots[comm->rank].status = snclSuccess;
-  if (newRank == 0 && !members.empty()) roots[comm->rank].status = sncl::bootstrapCreateRoot(&roots[comm->rank].id);
-  SNCL_CHECK(comm->bootstrap->allGather(roots.data(), sizeof(SplitRoot), deadline));
-  if (members.empty()) return snclSuccess;
-  const SplitRoot& root = roots[members[0]];
-  if (root.status != snclSuccess)
-    return fail(snclRemoteError, "{}: rank {} could not create the new comm's rendezvous ({})", fn, members[0],
-                sncl::resultName(static_cast<Result>(root.status)));
-  return initRank(newcomm, static_cast<int>(members.size()), root.id, newRank, &childConfig, endpointOf(comm));
-}
-
-SNCL_API snclResult_t snclCommRevoke(snclComm_t comm) {
-  SNCL_CHECK(checkComm(comm, "snclCommRevoke"));
-  comm->fault.revoked.store(true);
-  return snclSuccess;
-}
-
-// An agreement among the comm's ranks (lib/comm/fault.cc, docs/faults.md): every rank gets the
-// same member list, or an error; a rank cut off from the majority never gets a comm of its
-// own. Argument errors are agreed on too (this rank still takes part), so that a mistake on
-// one rank fails all of them at once instead of at the deadline.
-SNCL_API snclResult_t snclCommShrink(snclComm_t comm, int* excludeRanks, int excludeCount, snclComm_t* newcomm,
-                                     snclConfig_t* config, int shrinkFlags) {
-  constexpr const char* fn = "snclCommShrink";
-  if (!newcomm) return fail(snclInvalidArgument, "{}: newcomm is NULL", fn);
-  *newcomm = nullptr;
-  SNCL_CHECK(checkComm(comm, fn));
-  if (comm->initResult.load() != snclSuccess)
-    return fail(snclInvalidUsage, "{}: comm is not initialized ({})", fn, sncl::resultName(comm->initResult.load()));
-  Result mine = snclSuccess;
-  if (shrinkFlags & ~SNCL_SHRINK_ABORT) mine = fail(snclInvalidArgument, "{}: unknown flags {:#x}", fn, shrinkFlags);
-  else if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
-    mine = fail(snclInvalidArgument, "{}: excludeRanks is NULL for excludeCount {}", fn, excludeCount);
-  if (shrinkFlags & SNCL_SHRINK_ABORT) comm->fault.revoked.store(true);
-  if (!sncl::commWaitIdle(comm, comm->timeoutMs))
-    return fail(snclTimeout, "{}: calls in flight did not finish in {} ms (pass SNCL_SHRINK_ABORT)", fn,
-                comm->timeoutMs);
-  std::lock_guard<std::mutex> lock(comm->runMutex);
-  // NULL: the ranks the fault agreement found lost (the same list on every survivor).
-  std::vector<int> excluded = comm->fault.deadRanks;
-  if (excludeRanks && mine == snclSuccess) excluded.assign(excludeRanks, excludeRanks + excludeCount);
-  for (int r : excluded) {
-    if (mine != snclSuccess) break;
-    if (r < 0 || r >= comm->nranks)
-      mine = fail(snclInvalidArgument, "{}: excluded rank {} is out of range [0, {})", fn, r, comm->nranks);
-    else if (r == comm->rank)
-      mine = fail(snclInvalidArgument, "{}: rank {} excludes itself", fn, r);
-  }
-  snclConfig_t childConfig;
-  if (mine == snclSuccess) mine = splitConfig(comm, config, &childConfig);
-  const std::string myMessage = mine == snclSuccess ? std::string() : sncl::lastError();
-  std::vector<int> members;
-  snclUniqueId root;
-  const Result agreed = sncl::faultAgreeMembers(comm, excluded, mine, myMessage, &members, &root);
-  if (mine != snclSuccess) return sncl::recordError(mine, myMessage);
-  if (agreed != snclSuccess) return agreed;
-  const int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  const Result r = initRank(newcomm, int(members.size()), root, newRank, &childConfig, endpointOf(comm));
-  if (r != snclSuccess && r != snclInProgress)
-    return fail(r, "{}: rank {}: the agreed members of comm {} did not all join the new comm (one may have been cut "
-                "off meanwhile): {}", fn, comm->rank, comm->name, sncl::lastError());
-  return r;
 }
 
 SNCL_API snclResult_t snclCommFinalize(snclComm_t comm) {

@@ -200,11 +200,13 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
 
   // A comm split or shrunk from another keeps each process on its endpoint: its place in
   // the topology does not move with its new rank number.
-  std::vector<topo::EndpointId> endpoints;
-  for (int r = 0; r < nranks && infos[r].endpoint >= 0; ++r) endpoints.push_back(topo::EndpointId(infos[r].endpoint));
+  // A process new to the job (snclCommGrow) takes a free endpoint.
+  std::vector<int64_t> endpoints(nranks);
+  for (int r = 0; r < nranks; ++r) endpoints[r] = infos[r].endpoint;
   std::shared_ptr<CommTopology> topology;
-  SNCL_CHECK(int(endpoints.size()) == nranks ? CommTopology::buildOnEndpoints(endpoints, &topology)
-                                             : CommTopology::build(nranks, &topology));
+  SNCL_CHECK(std::any_of(endpoints.begin(), endpoints.end(), [](int64_t e) { return e >= 0; })
+                 ? CommTopology::buildOnEndpoints(endpoints, &topology)
+                 : CommTopology::build(nranks, &topology));
   comm->topology = std::move(topology);
   if (rank == 0) log::info(log::Subsys::Topo, "comm {} topology {}", comm->name, comm->topology->describe());
 
@@ -282,7 +284,7 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
       r = keepFinished(comm, op, args, &interrupted);
       if (r == snclSuccess && !interrupted) break;
     }
-    if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
+    if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: {}", comm->name, comm->rank, revokedText(comm));
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
     // A caller's mistake (calls or counts that differ across ranks) is not a fault: no
     // agreement makes the call succeed, and the caller must see what it did.
@@ -440,7 +442,8 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
   std::lock_guard<std::mutex> lock(comm->runMutex);
   log::setThreadRank(comm->rank);
   if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
-  if (comm->fault.revoked.load()) return fail(snclRemoteError, "comm {} rank {} was revoked", comm->name, comm->rank);
+  if (comm->fault.revoked.load())
+    return fail(snclRemoteError, "comm {} rank {}: {}", comm->name, comm->rank, revokedText(comm));
   if (comm->fault.broken)
     return fail(snclRemoteError, "comm {} rank {}: {} (shrink the comm to go on)", comm->name, comm->rank,
                 comm->fault.brokenMessage);

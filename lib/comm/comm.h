@@ -45,6 +45,9 @@ struct snclComm {
   // Set before init by split and shrink: this process's endpoint in the parent's topology
   // file, kept in the new comm (-1: ranks in endpoint or rank_map order).
   int64_t inheritedEndpoint = -1;
+  // snclCommGetUniqueId's id for growing this comm, single use (lib/api/api_membership.cc).
+  snclUniqueId growId{};
+  bool growIdIssued = false;
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;

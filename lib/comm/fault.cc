@@ -60,6 +60,8 @@ struct Message {
 
 // Tags of the side channel: the round keeps rounds apart, the kind messages of one round.
 uint32_t tagOf(Kind kind, uint32_t round) { return 0xfa000000u | ((round & 0x3fffffu) << 2) | kind; }
+// snclCommRevoke's notice: one per comm and sender, outside every round.
+constexpr uint32_t kRevokeTag = 0xfb000001u;
 
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -531,6 +533,12 @@ bool faultPoll(snclComm* comm) {
     if (r == comm->rank || f.sideBroken[size_t(r)]) continue;
     const bool join = r < comm->rank;
     bool got = false;
+    int32_t revoker = -1;
+    if (comm->bootstrap->tryRecv(r, kRevokeTag, &revoker, sizeof(revoker), &got) == snclSuccess && got) {
+      f.revokedBy = r;
+      f.revoked.store(true);
+      return true;
+    }
     if (comm->bootstrap->tryRecv(r, tagOf(join ? kJoin : kReport, round), f.pulledMessage.data(), sizeof(Message),
                                  &got) != snclSuccess) {
       f.sideBroken[size_t(r)] = 1;  // r's own failure reaches this rank otherwise (the deadline)
@@ -543,6 +551,33 @@ bool faultPoll(snclComm* comm) {
     }
   }
   return false;
+}
+
+std::string revokedText(const snclComm* comm) {
+  return comm->fault.revokedBy >= 0 ? fmt::format("revoked by rank {}", comm->fault.revokedBy) : "revoked";
+}
+
+Result faultRevoke(snclComm* comm) {
+  FaultState& f = comm->fault;
+  f.revoked.store(true);  // this rank's call in flight stops at its next poll
+  const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
+  // The side channel is the calls' to poll: wait until none runs (the one in flight has
+  // seen the flag), bounded by the deadline.
+  std::unique_lock<std::mutex> lock(comm->runMutex, std::defer_lock);
+  while (!lock.try_lock()) {
+    if (deadline.expired())
+      return fail(snclTimeout, "snclCommRevoke: rank {}: the call in flight on comm {} did not stop in {} ms",
+                  comm->rank, comm->name, comm->timeoutMs);
+    usleep(200);
+  }
+  if (f.revokeSent) return snclSuccess;
+  f.revokeSent = true;
+  const int32_t me = comm->rank;
+  ExpectedErrors expected;  // a peer that exited cannot be told, and need not be
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank && r != f.revokedBy && !f.sideBroken[size_t(r)])
+      (void)comm->bootstrap->send(r, kRevokeTag, &me, sizeof(me), deadline);
+  return snclSuccess;
 }
 
 Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string& causeText, bool canRetry,

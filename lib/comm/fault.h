@@ -63,6 +63,8 @@ struct FaultState {
   std::vector<int> deadRanks;      // agreed lost ranks (snclCommShrink's default exclusion)
   std::vector<uint32_t> lostLinks; // agreed lost links, in the topology as down
   std::atomic<bool> revoked{false};
+  int revokedBy = -1;        // the peer whose snclCommRevoke reached this rank first
+  bool revokeSent = false;   // this rank told its peers (once)
   double lastPollS = 0;           // of the side channel by a waiting call, rate-limited
   // A message that pulled this rank into a round while its call waited.
   int pulledBy = -1;
@@ -79,6 +81,12 @@ void faultInit(snclComm* comm);
 // Executor hook: true when a recovery message for this rank arrived (or the comm was
 // revoked); the call then stops waiting and joins the round. Cheap between polls.
 bool faultPoll(snclComm* comm);
+// snclCommRevoke: stops this rank's call in flight, then tells every peer over the side
+// channel; a peer's call stops at its next poll (while it waits), and its later calls fail
+// at once. Bounded by the comm's deadline.
+Result faultRevoke(snclComm* comm);
+// "revoked" or "revoked by rank r", for the errors of a revoked comm's calls.
+std::string revokedText(const snclComm* comm);
 // Runs one recovery round for the call with sequence number seq. cause: the call's own
 // failure (snclSuccess when pulled in or when it finished but its transport saw a fault),
 // causeText its message. Bounded by the comm's deadline.

@@ -134,7 +134,7 @@ Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
     // Not a fault the comm can agree its way out of: the comm is revoked or aborted, this
     // rank is dead, or the caller's sends and receives do not match.
     Result final = snclSuccess;
-    if (f.revoked.load()) final = fail(snclRemoteError, "comm {} rank {}: revoked", comm->name, comm->rank);
+    if (f.revoked.load()) final = fail(snclRemoteError, "comm {} rank {}: {}", comm->name, comm->rank, revokedText(comm));
     else if (comm->aborted.load() || faultSelfDead(comm)) final = r == snclSuccess ? snclRemoteError : r;
     else if (!interrupted && (r == snclInvalidArgument || r == snclInvalidUsage))
       final = fail(r, "{} (rank {} in a group of {} sends and receives)", lastError(), comm->rank, comm->p2pOps.size());

@@ -50,13 +50,31 @@ Result CommTopology::build(int nranks, std::shared_ptr<CommTopology>* out) {
   return fromGraph(std::move(g), nranks, false, out);
 }
 
-Result CommTopology::buildOnEndpoints(const std::vector<topo::EndpointId>& endpoints,
-                                      std::shared_ptr<CommTopology>* out) {
+Result CommTopology::buildOnEndpoints(const std::vector<int64_t>& endpoints, std::shared_ptr<CommTopology>* out) {
   auto file = env::str("SNCL_TOPO_FILE");
   if (!file || file->empty()) return fail(snclInvalidUsage, "ranks on given endpoints need SNCL_TOPO_FILE");
   topo::Graph g;
   SNCL_CHECK(topo::loadTopologyCached(*file, &g));
-  return fromGraph(std::move(g), int(endpoints.size()), true, out, &endpoints);
+  const size_t avail = g.rankOrder().empty() ? g.endpointCount() : g.rankOrder().size();
+  std::vector<bool> taken(g.endpointCount(), false);
+  for (int64_t e : endpoints)
+    if (e >= 0 && size_t(e) < taken.size()) taken[size_t(e)] = true;
+  std::vector<topo::EndpointId> mapped;
+  size_t next = 0;  // the file's rank order, for ranks new to the job
+  for (size_t r = 0; r < endpoints.size(); ++r) {
+    if (endpoints[r] >= 0) {
+      mapped.push_back(topo::EndpointId(endpoints[r]));
+      continue;
+    }
+    auto nth = [&](size_t i) { return g.rankOrder().empty() ? topo::EndpointId(i) : g.endpointOf(g.rankOrder()[i]); };
+    while (next < avail && taken[nth(next)]) ++next;
+    if (next == avail)
+      return fail(snclInvalidArgument, "topology '{}': no free endpoint for new rank {} ({} endpoints in its rank order)",
+                  g.name(), r, avail);
+    taken[nth(next)] = true;
+    mapped.push_back(nth(next++));
+  }
+  return fromGraph(std::move(g), int(mapped.size()), true, out, &mapped);
 }
 
 bool CommTopology::sameSupernode(int a, int b) const {

@@ -21,9 +21,11 @@ class CommTopology {
   // SNCL_TOPO_FILE if set, else defaultGraph(nranks); ranks mapped in the file's
   // rank_map order or endpoint order. More ranks than endpoints: InvalidArgument.
   static Result build(int nranks, std::shared_ptr<CommTopology>* out);
-  // SNCL_TOPO_FILE with rank r on endpoints[r] of it (a split or shrunk comm's processes
-  // where they were in the parent's).
-  static Result buildOnEndpoints(const std::vector<topo::EndpointId>& endpoints, std::shared_ptr<CommTopology>* out);
+  // SNCL_TOPO_FILE with rank r on endpoints[r] of it (a split, shrunk or grown comm's
+  // processes where they were in the parent's). A rank given -1 (a process new to the job,
+  // snclCommGrow) takes the first endpoint no other rank holds, in the file's rank order:
+  // a spare takes a lost rank's place.
+  static Result buildOnEndpoints(const std::vector<int64_t>& endpoints, std::shared_ptr<CommTopology>* out);
   // The embedded default: nodes of 4 endpoints on a two-level bus Clos (one plane, one
   // spine, non-blocking), ceil(nranks / 4) nodes.
   static Result defaultGraph(int nranks, topo::Graph* out);
