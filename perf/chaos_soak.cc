@@ -1,13 +1,21 @@
 // Chaos soak: ranks as processes run a seeded loop of All-Reduce, All-Gather, Broadcast
 // and Reduce-Scatter of random sizes and types, every result checked exactly, while one
-// rank injects faults between its own calls (a link down and later up, a degrade, jitter),
-// so the other ranks meet each fault wherever they are. One summary line at the end. On the
+// rank (--injector R; any: a member drawn per fault) injects faults between its own calls
+// (a link down and later up, a degrade, jitter), so the other ranks meet each fault
+// wherever they are. One summary line at the end. On the
 // bus the links' fault alarms (snclCommGetLinks) must equal the faults that hurt training:
 // one per down and per degrade of 2x or more, none for jitter.
 //
+// --kill (bus): in each seed a rank drawn from the seed kills itself (SIGKILL) at a call
+// drawn from the seed (10% to 90% of the calls) while the injector goes on; the survivors
+// shrink, agree (an All-Reduce MIN on the shrunk comm) on the lowest call not done by all,
+// grow the comm back to --ranks with a spare process (snclCommGetUniqueId, snclCommGrow)
+// and go on from that call. The one loss per seed is expected; every process must end in a
+// comm of --ranks. Shrink and grow times (the slowest rank's) are reported.
+//
 //   chaos_soak [--ranks 8] [--transport bus] [--topo FILE] [--seed 1] [--seeds 1]
 //              [--calls 1000] [--max-bytes 4M] [--fault-rate 0.05] [--faults down,degrade,jitter]
-//              [--injector 3] [--links a-b,c-d] [--timeout-ms 20000] [--deadline-s 900]
+//              [--injector 3|any] [--links a-b,c-d] [--timeout-ms 20000] [--deadline-s 900] [--kill]
 //   chaos_soak --transport ofi [--ranks 8] [--seed 1] [--seeds 1] [--calls 1000] [--max-bytes 4M]
 //              [--faults rail|none] [--timeout-ms 20000] [--deadline-s 900]
 //
@@ -68,6 +76,7 @@ struct Options {
   std::vector<std::string> links;
   int timeoutMs = 20000;
   int deadlineS = 900;
+  bool kill = false;
   bool ofi() const { return transport == "ofi"; }
 };
 
@@ -103,8 +112,32 @@ struct RankReport {
   double maxRssMiB;       // of the rank's process, at its end
   double retryPeakMiB;    // the most its retry history held at once (snclCommGetMemoryUsage)
   double sinclMiB;        // what sncl held at the end, every part (totalBytes)
+  int killed;             // this process is the seed's victim: its SIGKILL is expected
+  int finalRanks;         // the size of the comm it ended in
+  double shrinkMs, growMs;
   char firstError[512];
 };
+
+// --kill: what the survivors hand the spare (shared by every process of a seed).
+struct Regrow {
+  int ready;  // written last
+  int resume; // the first call the grown comm runs
+  snclUniqueId id;
+};
+
+// --kill: the seed's victim and the call it dies at (rank -1: none).
+struct Kill {
+  int rank = -1, call = -1;
+};
+
+Kill drawKill(const Options& o, uint64_t seed) {
+  Kill k;
+  if (!o.kill || o.calls < 10) return k;
+  std::mt19937_64 rng(seed * 15485863 + 3);
+  k.rank = int(rng() % uint64_t(o.ranks));
+  k.call = o.calls / 10 + int(rng() % uint64_t(o.calls * 8 / 10));
+  return k;
+}
 
 std::string endpointLink(int n, int e, int p) {
   char name[64];
@@ -188,35 +221,139 @@ int linkAlarms(snclComm_t comm) {
   return alarms;
 }
 
-int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, RankReport* rep) {
+double msSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// --kill: the survivors' way back to --ranks after the loss in call `failed`: shrink, agree
+// on the lowest call not done by all, grow with the spare. Returns that call, or -1 (the
+// reason in rep->firstError).
+int regrow(const Options& o, snclComm_t* comm, int failed, RankReport* rep, Regrow* shared) {
+  auto t = std::chrono::steady_clock::now();
+  snclComm_t shrunk = nullptr, grown = nullptr;
+  if (snclCommShrink(*comm, nullptr, 0, &shrunk, nullptr, SNCL_SHRINK_DEFAULT) != snclSuccess) {
+    snprintf(rep->firstError, sizeof(rep->firstError), "shrink: %s", snclGetLastError(*comm));
+    return -1;
+  }
+  rep->shrinkMs = msSince(t);
+  snclCommDestroy(*comm);
+  *comm = shrunk;
+  int32_t mine = failed, resume = 0;
+  if (snclAllReduce(&mine, &resume, 1, snclInt32, snclMin, shrunk, nullptr) != snclSuccess) {
+    snprintf(rep->firstError, sizeof(rep->firstError), "agreeing on the call to resume: %s", snclGetLastError(shrunk));
+    return -1;
+  }
+  int rank = 0;
+  snclCommUserRank(shrunk, &rank);
+  snclUniqueId id{};
+  t = std::chrono::steady_clock::now();
+  if (rank == 0) {
+    if (snclCommGetUniqueId(shrunk, &id) != snclSuccess) {
+      snprintf(rep->firstError, sizeof(rep->firstError), "grow id: %s", snclGetLastError(shrunk));
+      return -1;
+    }
+    shared->id = id;
+    shared->resume = resume;
+    __atomic_store_n(&shared->ready, 1, __ATOMIC_RELEASE);
+  }
+  if (snclCommGrow(shrunk, o.ranks, rank == 0 ? &id : nullptr, -1, &grown, nullptr) != snclSuccess) {
+    snprintf(rep->firstError, sizeof(rep->firstError), "grow: %s", snclGetLastError(shrunk));
+    return -1;
+  }
+  rep->growMs = msSince(t);
+  snclCommDestroy(shrunk);
+  *comm = grown;
+  return resume;
+}
+
+// The spare of a --kill seed: waits for the survivors' id (at most the seed's deadline) and
+// joins as the last rank. Returns the call to start from, or -1.
+int joinAsSpare(const Options& o, const snclConfig_t& config, Regrow* shared, snclComm_t* comm, RankReport* rep) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
+  while (!__atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE)) {
+    if (std::chrono::steady_clock::now() > until) {
+      snprintf(rep->firstError, sizeof(rep->firstError), "spare: no grow id came");
+      return -1;
+    }
+    usleep(2000);
+  }
+  snclConfig_t c = config;
+  if (snclCommGrow(nullptr, o.ranks, &shared->id, o.ranks - 1, comm, &c) != snclSuccess) {
+    snprintf(rep->firstError, sizeof(rep->firstError), "spare: grow: %s", snclGetLastError(nullptr));
+    return -1;
+  }
+  return shared->resume;
+}
+
+// proc: the rank in the first comm, or --ranks for the spare of a --kill seed.
+int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, RankReport* rep, Regrow* shared) {
   snclConfig_t config = SNCL_CONFIG_INITIALIZER;
   config.timeoutMs = o.timeoutMs;
   snclComm_t comm = nullptr;
-  if (snclCommInitRankConfig(&comm, o.ranks, id, rank, &config) != snclSuccess) {
+  int first = 0;
+  if (proc == o.ranks) {
+    first = joinAsSpare(o, config, shared, &comm, rep);
+    if (first < 0) return rep->errors = 1, 1;
+  } else if (snclCommInitRankConfig(&comm, o.ranks, id, proc, &config) != snclSuccess) {
     snprintf(rep->firstError, sizeof(rep->firstError), "init: %s", snclGetLastError(nullptr));
     rep->errors = 1;
     return 1;
   }
-  std::mt19937_64 calls(seed), faults(seed * 7919 + 1);
+  const Kill kill = drawKill(o, seed);
+  bool lost = proc == o.ranks;  // the seed's loss has happened (the spare comes after it)
+  std::mt19937_64 calls(seed), faults(seed * 7919 + 1 + uint64_t(first));
+  for (int k = 0; k < first; ++k) (void)drawCall(calls, o.ranks, o.maxBytes, 50);
   const std::vector<std::string> kinds = o.ofi() ? std::vector<std::string>{} : faultKinds(o);
   std::string downLink;
   std::vector<std::string> faultLinks;  // down, or degraded 2x or more: a fault already
   std::vector<char> in(o.maxBytes + 64), out(o.maxBytes * 2 + 64);
   const auto start = std::chrono::steady_clock::now();
   uint64_t reroutes = 0;
-  for (int i = 0; i < o.calls; ++i) {
+  int rank = proc;
+  snclCommUserRank(comm, &rank);  // the spare's is the last
+  for (int i = first; i < o.calls; ++i) {
     const Call c = drawCall(calls, o.ranks, o.maxBytes, 50);
-    if (rank == o.injector && !kinds.empty() && std::uniform_real_distribution<double>(0, 1)(faults) < o.faultRate) {
+    if (!lost && i == kill.call && rank == kill.rank) {
+      rep->killed = 1;
+      raise(SIGKILL);
+    }
+    // Every process draws every fault (the same stream), so that with --injector any the
+    // member drawn to inject it knows which link is down; only that member injects.
+    if (!kinds.empty() && std::uniform_real_distribution<double>(0, 1)(faults) < o.faultRate) {
+      const int member = o.injector >= 0 ? o.injector : int(faults() % uint64_t(o.ranks));
       const std::string spec = drawFault(faults, o, kinds, &downLink);
-      if (!spec.empty() && snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
-        snprintf(rep->firstError, sizeof(rep->firstError), "inject %s: %s", spec.c_str(), snclGetLastError(comm));
+      const int alarm = expectAlarm(spec, &faultLinks);
+      if (rank == member) {
+        if (!spec.empty() && snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
+          snprintf(rep->firstError, sizeof(rep->firstError), "inject %s: %s", spec.c_str(), snclGetLastError(comm));
+          ++rep->errors;
+          break;
+        }
+        rep->faultsInjected += !spec.empty();
+        rep->alarmsExpected += alarm;
+      }
+    }
+    const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
+    if (wrong < 0 && !lost && kill.rank >= 0 && i >= kill.call) {
+      // The seed's loss: back to --ranks with the spare, and on from the agreed call. The
+      // grown comm's links start healthy: the injector starts afresh, as does its count.
+      lost = true;
+      const int resume = regrow(o, &comm, i, rep, shared);
+      if (resume < 0) {
         ++rep->errors;
         break;
       }
-      rep->faultsInjected += !spec.empty();
-      rep->alarmsExpected += expectAlarm(spec, &faultLinks);
+      snclCommUserRank(comm, &rank);
+      calls.seed(seed);
+      for (int k = 0; k < resume; ++k) (void)drawCall(calls, o.ranks, o.maxBytes, 50);
+      faults.seed(seed * 7919 + 1 + uint64_t(resume));
+      downLink.clear();
+      faultLinks.clear();
+      rep->alarmsExpected = 0;
+      reroutes = 0;
+      i = resume - 1;
+      continue;
     }
-    const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
     if (wrong < 0) {
       snprintf(rep->firstError, sizeof(rep->firstError), "call %d (%s %zu x %d B): %s", i, collName(c.coll),
                c.count, int(elemSize(c.type)), snclGetLastError(comm));
@@ -240,7 +377,8 @@ int rankMain(int rank, const Options& o, uint64_t seed, const snclUniqueId& id, 
   }
   snclFaultStats_t stats{};
   if (snclCommGetFaultStats(comm, &stats) == snclSuccess) reroutes = stats.reroutes;
-  if (rank == o.injector) rep->alarms = linkAlarms(comm);
+  if (rank == std::max(o.injector, 0)) rep->alarms = linkAlarms(comm);  // the bus counts them for all
+  snclCommCount(comm, &rep->finalRanks);
   rep->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rep->reroutes = reroutes;
   snclMemoryUsage_t mem{};
@@ -262,6 +400,8 @@ struct SeedResult {
   int alarms = 0, alarmsExpected = 0, alarmsWrong = 0;  // alarmsWrong: seeds whose alarms differ
   uint64_t reroutes = 0;
   std::vector<double> recoveries;
+  int killed = 0;                      // --kill: victims that died as drawn
+  std::vector<double> shrinkMs, growMs;  // --kill: per surviving process
   double wallS = 0, bytes = 0;
   double maxRssMiB = 0, retryPeakMiB = 0, sinclMiB = 0;  // the largest of any rank
   std::string pulled;  // ofi: which rail went down, and where the ranks were
@@ -366,9 +506,13 @@ void stepPull(RailPull* p, const RankReport* reps, int nranks, SeedResult* res) 
 }
 
 SeedResult runSeed(const Options& o, uint64_t seed) {
+  const int procs = o.ranks + (o.kill ? 1 : 0);  // --kill: the spare last
   auto* reps = static_cast<RankReport*>(
-      mmap(nullptr, sizeof(RankReport) * o.ranks, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  memset(reps, 0, sizeof(RankReport) * o.ranks);
+      mmap(nullptr, sizeof(RankReport) * procs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  memset(reps, 0, sizeof(RankReport) * procs);
+  auto* shared = static_cast<Regrow*>(
+      mmap(nullptr, sizeof(Regrow), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  memset(shared, 0, sizeof(Regrow));
   RailPull pull = drawPull(o, seed);
   // Rank 0's process makes the unique id and hands it to the others through pipes, so
   // this process forks without the bootstrap's threads.
@@ -376,14 +520,16 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
   for (int r = 0; r < o.ranks; ++r)
     if (pipe(&pipes[2 * r]) != 0) { perror("pipe"); exit(2); }
   std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
+  for (int r = 0; r < procs; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       if (o.ofi() && !enterHost(o, r, &reps[r])) _exit(3);
       snclUniqueId id{};
-      if (r == 0) {
+      if (r == o.ranks) {
+        // The spare: its id comes from the survivors.
+      } else if (r == 0) {
         if (snclGetUniqueId(&id) != snclSuccess) {
           snprintf(reps[r].firstError, sizeof(reps[r].firstError), "unique id: %s", snclGetLastError(nullptr));
           _exit(3);
@@ -393,17 +539,17 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
       } else if (read(pipes[2 * r], &id, sizeof(id)) != ssize_t(sizeof(id))) {
         _exit(3);
       }
-      _exit(rankMain(r, o, seed, id, &reps[r]));
+      _exit(rankMain(r, o, seed, id, &reps[r], shared));
     }
     pids.push_back(pid);
   }
   for (int fd : pipes) close(fd);
   SeedResult res;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
-  std::vector<bool> exited(o.ranks, false);
-  std::vector<int> status(o.ranks, 0);
-  for (int left = o.ranks; left > 0;) {
-    for (int r = 0; r < o.ranks; ++r) {
+  std::vector<bool> exited(procs, false);
+  std::vector<int> status(procs, 0);
+  for (int left = procs; left > 0;) {
+    for (int r = 0; r < procs; ++r) {
       if (exited[r]) continue;
       if (waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
         exited[r] = true;
@@ -413,9 +559,9 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     res.interrupted = gStop;
     if (left > 0 && (res.interrupted || std::chrono::steady_clock::now() > deadline)) {
       // All at once: a rank killed alone would fail its peers' calls before their turn.
-      for (int r = 0; r < o.ranks; ++r)
+      for (int r = 0; r < procs; ++r)
         if (!exited[r]) kill(pids[r], SIGKILL);
-      for (int r = 0; r < o.ranks; ++r) {
+      for (int r = 0; r < procs; ++r) {
         if (exited[r]) continue;
         waitpid(pids[r], nullptr, 0);
         exited[r] = true;
@@ -429,11 +575,23 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     stepPull(&pull, reps, o.ranks, &res);
     usleep(pull.afterCall >= 0 && !pull.done ? 1000 : 20000);  // the pull's moment to a millisecond
   }
-  for (int r = 0; r < o.ranks; ++r) {
+  for (int r = 0; r < procs; ++r) {
     RankReport& rep = reps[r];
     // A rank that died without a report (a signal; a library's handler of one that exits)
-    // is an error too. A hung one was killed, and counted as hung.
+    // is an error too. A hung one was killed, and counted as hung. --kill's victim dies
+    // by its own SIGKILL; every other process must end in a comm of --ranks.
+    if (rep.killed && WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL) {
+      res.rankOps += rep.callsDone;
+      ++res.killed;
+      continue;
+    }
     const bool clean = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
+    if (!res.interrupted && clean && rep.finalRanks != o.ranks && !rep.errors && !rep.wrong) {
+      ++rep.errors;
+      snprintf(rep.firstError, sizeof(rep.firstError), "ended in a comm of %d ranks, not %d", rep.finalRanks, o.ranks);
+    }
+    if (rep.shrinkMs > 0) res.shrinkMs.push_back(rep.shrinkMs);
+    if (rep.growMs > 0) res.growMs.push_back(rep.growMs);
     if (!res.interrupted && !clean && rep.errors == 0 && rep.wrong == 0) {
       ++rep.errors;
       if (!rep.firstError[0])
@@ -457,7 +615,12 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
     if (rep.firstError[0] && !res.interrupted)
       fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
   }
-  munmap(reps, sizeof(RankReport) * o.ranks);
+  munmap(reps, sizeof(RankReport) * procs);
+  munmap(shared, sizeof(Regrow));
+  if (o.kill && !res.interrupted && res.killed != (drawKill(o, seed).rank >= 0 ? 1 : 0)) {
+    fprintf(stderr, "seed %llu: %d ranks killed, expected 1\n", (unsigned long long)seed, res.killed);
+    ++res.errors;
+  }
   // A clean run of the bus: each fault that hurts training raised one alarm, jitter none.
   if (!o.ofi() && !res.interrupted && res.errors == 0 && res.alarms != res.alarmsExpected) {
     fprintf(stderr, "seed %llu: %d link fault alarms, expected %d\n", (unsigned long long)seed, res.alarms,
@@ -473,11 +636,20 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
 }
 
+// "; killed k, shrink p50 a ms p99 b ms, grow p50 c ms p99 d ms" (per surviving process).
+std::string fmtRegrow(const SeedResult& r) {
+  char text[160];
+  snprintf(text, sizeof(text), "; killed %d, shrink p50 %.1f ms p99 %.1f ms, grow p50 %.1f ms p99 %.1f ms", r.killed,
+           percentile(r.shrinkMs, 0.5), percentile(r.shrinkMs, 0.99), percentile(r.growMs, 0.5),
+           percentile(r.growMs, 0.99));
+  return text;
+}
+
 void usage() {
   fprintf(stderr,
           "usage: chaos_soak [--ranks N] [--transport bus|shm] [--topo FILE] [--seed S] [--seeds K] [--calls N]\n"
-          "                  [--max-bytes B] [--fault-rate P] [--faults down,degrade,jitter|none] [--injector R]\n"
-          "                  [--links a-b,...] [--timeout-ms T] [--deadline-s S]\n"
+          "                  [--max-bytes B] [--fault-rate P] [--faults down,degrade,jitter|none] [--injector R|any]\n"
+          "                  [--links a-b,...] [--timeout-ms T] [--deadline-s S] [--kill]\n"
           "       chaos_soak --transport ofi [--ranks N (even: 2 hosts x N/2)] [--seed S] [--seeds K] [--calls N]\n"
           "                  [--max-bytes B] [--faults rail|none] [--timeout-ms T] [--deadline-s S]\n"
           "                  (root and `ip netns`; exit status 77 when they are missing)\n"
@@ -516,7 +688,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--version") return printf("chaos_soak %s\n", snclGetBuildVersion()), 0;
-    if (i + 1 >= argc) usage();
+    if (i + 1 >= argc && a != "--kill") usage();
     const char* v = argv[++i];
     if (a == "--ranks") o.ranks = atoi(v);
     else if (a == "--transport") o.transport = v;
@@ -527,15 +699,16 @@ int main(int argc, char** argv) {
     else if (a == "--max-bytes") { if (snclParseSize(v, &o.maxBytes) != snclSuccess) usage(); }
     else if (a == "--fault-rate") o.faultRate = atof(v);
     else if (a == "--faults") o.faults = v, faultsGiven = true;
-    else if (a == "--injector") o.injector = atoi(v);
+    else if (a == "--injector") o.injector = std::string(v) == "any" ? -1 : atoi(v);
     else if (a == "--links") o.links = splitList(v);
     else if (a == "--timeout-ms") o.timeoutMs = atoi(v);
     else if (a == "--deadline-s") o.deadlineS = atoi(v);
+    else if (a == "--kill") o.kill = true, --i;  // takes no value
     else usage();
   }
   if (o.ofi() && !faultsGiven) o.faults = "rail";
-  if (o.ranks < 2 || o.ranks > 64 || o.calls < 0 || o.seeds < 1 || o.injector < 0 || o.injector >= o.ranks) usage();
-  if (o.ofi() && (o.ranks % 2 || !o.topo.empty() || (o.faults != "rail" && o.faults != "none"))) usage();
+  if (o.ranks < 2 || o.ranks > 64 || o.calls < 0 || o.seeds < 1 || o.injector < -1 || o.injector >= o.ranks) usage();
+  if (o.ofi() && (o.ranks % 2 || !o.topo.empty() || (o.faults != "rail" && o.faults != "none") || o.kill)) usage();
   if (o.links.empty())
     o.links = o.topo.find("supernode-4x4") != std::string::npos ? fourByFourLinks() : twoPlaneLinks();
   if (o.ofi()) {
@@ -557,9 +730,10 @@ int main(int argc, char** argv) {
     if (r.interrupted) break;
     ++seedsRun;
     printf("seed %llu: rank-ops %ld, wrong %d, errors %d, hangs %d, faults injected %d, fault alarms %d (expected %d), "
-           "reroutes %llu, %.1f s%s%s\n",
+           "reroutes %llu, %.1f s%s%s%s\n",
            (unsigned long long)seed, r.rankOps, r.wrong, r.errors, r.hangs, r.faults, r.alarms, r.alarmsExpected,
-           (unsigned long long)r.reroutes, r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str());
+           (unsigned long long)r.reroutes, r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str(),
+           o.kill ? fmtRegrow(r).c_str() : "");
     if (o.ofi() && r.faults && !r.reroutes && !r.errors && !r.hangs)
       printf("seed %llu: a rail was pulled but no rank rerouted a call (the pull went unseen)\n", (unsigned long long)seed);
     fflush(stdout);
@@ -578,7 +752,11 @@ int main(int argc, char** argv) {
     all.retryPeakMiB = std::max(all.retryPeakMiB, r.retryPeakMiB);
     all.sinclMiB = std::max(all.sinclMiB, r.sinclMiB);
     all.recoveries.insert(all.recoveries.end(), r.recoveries.begin(), r.recoveries.end());
+    all.killed += r.killed;
+    all.shrinkMs.insert(all.shrinkMs.end(), r.shrinkMs.begin(), r.shrinkMs.end());
+    all.growMs.insert(all.growMs.end(), r.growMs.begin(), r.growMs.end());
   }
+  if (o.kill) printf("chaos --kill: %s\n", fmtRegrow(all).c_str() + 2);
   if (gStop) fprintf(stderr, "chaos_soak: interrupted after %d seeds\n", seedsRun);
   printf("chaos: %d seeds x %d calls, %d ranks, %s: rank-ops %ld, wrong %d, errors %d, hangs %d, faults %d, "
          "fault alarms %d (expected %d), reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank; per rank at most: max RSS %.1f "
