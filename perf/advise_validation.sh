@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layout advisor's validation table (docs/simulator.md): Narayanan et al. SC'21 Table 1
+# The layout advisor's validation table (docs/advise_validation.md): Narayanan et al. SC'21 Table 1
 # (GPT 1.7B to 1T on DGX A100) against `sncl-sim --advise` on dgx-a100-superpod.json: the
 # published layout's rank and predicted TFLOP/s per GPU, and the advisor's best.
 #   perf/advise_validation.sh [build dir]

@@ -1,12 +1,14 @@
 // The layout advisor against published results: Narayanan et al., "Efficient Large-Scale
 // Language Model Training on GPU Clusters Using Megatron-LM" (SC'21, arXiv 2104.04473), Table 1,
 // weak scaling of GPT models from 1.7B to 1T parameters on DGX A100 nodes (312 TFLOP/s fp16
-// peak, 80 GB). For every row, on topologies/dgx-a100-superpod.json with the row's GPUs and
-// models/gpt-*.json: the published layout's predicted TFLOP/s per GPU is within 25% of the
-// published figure, and the published (TP, PP) is among the advisor's top 3 layouts, except in
-// the three rows marked: there the advisor prefers less tensor and more pipeline parallelism,
-// and the published layout ranks 4th or 5th, at most 15% slower than the advisor's best
-// (docs/simulator.md has the table with the errors; those rows do not meet the goal).
+// peak, 80 GB); every figure checked against the paper (docs/advise_validation.md). For every
+// row, on topologies/dgx-a100-superpod.json with the row's GPUs and models/gpt-*.json: the
+// published layout's predicted TFLOP/s per GPU is within 10% of the published figure (the
+// goal is 25%; every row is within 9%), and the published (TP, PP) is among the advisor's top
+// 3 layouts, except in the three rows that miss it: there the advisor prefers less tensor
+// parallelism, and the published layout keeps the rank it has (4th or 5th) and is at most 14%
+// slower than the advisor's best. Those rows do not meet the goal; the bounds catch a
+// regression.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -23,13 +25,13 @@ struct Published {
   const char* model;
   int gpus, tp, pp;
   double tflopsPerGpu;
-  bool knownMiss = false;  // the published layout is not in the advisor's top 3
+  int maxRank = 3;  // above 3: the published layout misses the advisor's top 3 (the TP All-Reduce decides)
 };
 
 constexpr Published kTable1[] = {
-    {"gpt-1.7b", 32, 1, 1, 137},     {"gpt-3.6b", 64, 2, 1, 138},     {"gpt-7.5b", 128, 4, 1, 142, true},
-    {"gpt-18.4b", 256, 8, 1, 135, true}, {"gpt-39.1b", 512, 8, 2, 138, true},   {"gpt-76.1b", 1024, 8, 4, 140},
-    {"gpt-145.6b", 1536, 8, 8, 148}, {"gpt-310.1b", 1920, 8, 16, 155}, {"gpt-529.6b", 2520, 8, 35, 163},
+    {"gpt-1.7b", 32, 1, 1, 137},        {"gpt-3.6b", 64, 2, 1, 138},        {"gpt-7.5b", 128, 4, 1, 142, 4},
+    {"gpt-18.4b", 256, 8, 1, 135, 5},   {"gpt-39.1b", 512, 8, 2, 138, 4},   {"gpt-76.1b", 1024, 8, 4, 140},
+    {"gpt-145.6b", 1536, 8, 8, 148},    {"gpt-310.1b", 1920, 8, 16, 155},   {"gpt-529.6b", 2520, 8, 35, 163},
     {"gpt-1008b", 3072, 8, 64, 163},
 };
 
@@ -63,8 +65,8 @@ TEST_CASE("advise: Megatron-LM's weak-scaling layouts and throughput (SC'21 Tabl
                      row.model, row.tp, row.pp, place, published->tflopsPerGpu, row.tflopsPerGpu, 100 * error,
                      a.layouts[0].layout.tp, a.layouts[0].layout.pp, a.layouts[0].tflopsPerGpu));
     CHECK(place >= 1);
-    CHECK(place <= (row.knownMiss ? 5 : 3));
-    if (row.knownMiss) CHECK(published->stepUs <= 1.15 * a.layouts[0].stepUs);
-    CHECK(std::abs(error) <= 0.25);
+    CHECK(place <= row.maxRank);
+    if (row.maxRank > 3) CHECK(published->stepUs <= 1.14 * a.layouts[0].stepUs);
+    CHECK(std::abs(error) <= 0.10);
   }
 }

@@ -31,7 +31,7 @@
 namespace sncl::sim {
 
 // What a device computes at: the share of peak dense FLOP/s its matrix products reach, the
-// same for every layout and model (docs/simulator.md says how 0.70 was chosen).
+// same for every layout and model (docs/advise_validation.md says how 0.70 was chosen).
 inline constexpr double kComputeEfficiency = 0.70;
 // What the runtime (context, communication buffers, allocator fragmentation) keeps of a
 // device's memory.
