@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -47,6 +48,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,11 +120,31 @@ struct RankReport {
   char firstError[512];
 };
 
-// --kill: what the survivors hand the spare (shared by every process of a seed).
-struct Regrow {
-  int ready;  // written last
-  int resume; // the first call the grown comm runs
+// The fault stream's state, shared by every rank process of a seed (mapped before the
+// fork). The member that injects the next fault draws and injects it under the lock, so
+// that in real time too a down comes only after the up of the link before it, whichever
+// members injected them (a member may be calls ahead of another).
+struct Injection {
+  std::atomic<int> lock;
+  std::mt19937_64 rng;
+  int downLink;  // index in Options::links, -1: none
+  int nfaults;   // links down, or degraded 2x or more: a fault already
+  int faultLinks[64];
+};
+
+void resetInjection(Injection* in, uint64_t seed) {
+  in->rng.seed(seed);
+  in->downLink = -1;
+  in->nfaults = 0;
+}
+
+// What the processes of a seed share (mapped before the fork): the fault stream, and
+// with --kill what the survivors hand the spare.
+struct SeedShared {
+  int ready;  // --kill: written last
+  int resume; // --kill: the first call the grown comm runs
   snclUniqueId id;
+  Injection injection;
 };
 
 // --kill: the seed's victim and the call it dies at (rank -1: none).
@@ -175,17 +197,17 @@ std::vector<std::string> fourByFourLinks() {
 // The injector's next fault: at most one link down at a time, so a route always exists. A
 // link may go down right after another came back: the comm takes the "up" with the
 // agreement on the failure (docs/faults.md).
-std::string drawFault(std::mt19937_64& rng, const Options& o, const std::vector<std::string>& kinds,
-                      std::string* downLink) {
-  if (!downLink->empty()) {
-    std::string spec = "link=" + *downLink + ":up";
-    downLink->clear();
+std::string drawFault(std::mt19937_64& rng, const Options& o, const std::vector<std::string>& kinds, int* downLink) {
+  if (*downLink >= 0) {
+    std::string spec = "link=" + o.links[size_t(*downLink)] + ":up";
+    *downLink = -1;
     return spec;
   }
   const std::string kind = kinds[rng() % kinds.size()];
-  const std::string& link = o.links[rng() % o.links.size()];
+  const size_t index = rng() % o.links.size();
+  const std::string& link = o.links[index];
   if (kind == "down") {
-    *downLink = link;
+    *downLink = int(index);
     return "link=" + link + ":down";
   }
   if (kind == "degrade") return "link=" + link + ":degrade=" + std::to_string(2 + rng() % 7);
@@ -228,7 +250,7 @@ double msSince(std::chrono::steady_clock::time_point t) {
 // --kill: the survivors' way back to --ranks after the loss in call `failed`: shrink, agree
 // on the lowest call not done by all, grow with the spare. Returns that call, or -1 (the
 // reason in rep->firstError).
-int regrow(const Options& o, snclComm_t* comm, int failed, RankReport* rep, Regrow* shared) {
+int regrow(const Options& o, uint64_t seed, snclComm_t* comm, int failed, RankReport* rep, SeedShared* shared) {
   auto t = std::chrono::steady_clock::now();
   snclComm_t shrunk = nullptr, grown = nullptr;
   if (snclCommShrink(*comm, nullptr, 0, &shrunk, nullptr, SNCL_SHRINK_DEFAULT) != snclSuccess) {
@@ -254,6 +276,7 @@ int regrow(const Options& o, snclComm_t* comm, int failed, RankReport* rep, Regr
     }
     shared->id = id;
     shared->resume = resume;
+    resetInjection(&shared->injection, seed * 7919 + 2 + uint64_t(resume));  // the grown comm's links are all up
     __atomic_store_n(&shared->ready, 1, __ATOMIC_RELEASE);
   }
   if (snclCommGrow(shrunk, o.ranks, rank == 0 ? &id : nullptr, -1, &grown, nullptr) != snclSuccess) {
@@ -268,7 +291,7 @@ int regrow(const Options& o, snclComm_t* comm, int failed, RankReport* rep, Regr
 
 // The spare of a --kill seed: waits for the survivors' id (at most the seed's deadline) and
 // joins as the last rank. Returns the call to start from, or -1.
-int joinAsSpare(const Options& o, const snclConfig_t& config, Regrow* shared, snclComm_t* comm, RankReport* rep) {
+int joinAsSpare(const Options& o, const snclConfig_t& config, SeedShared* shared, snclComm_t* comm, RankReport* rep) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
   while (!__atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE)) {
     if (std::chrono::steady_clock::now() > until) {
@@ -286,7 +309,30 @@ int joinAsSpare(const Options& o, const snclConfig_t& config, Regrow* shared, sn
 }
 
 // proc: the rank in the first comm, or --ranks for the spare of a --kill seed.
-int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, RankReport* rep, Regrow* shared) {
+// Draws the next fault from the shared stream and injects it, under its lock; adds the
+// alarm it should raise to *alarms. False (why in rep) when the bus refused it.
+bool injectNext(snclComm_t comm, const Options& o, const std::vector<std::string>& kinds, Injection* in,
+                RankReport* rep) {
+  while (in->lock.exchange(1, std::memory_order_acquire)) usleep(10);
+  const std::string spec = drawFault(in->rng, o, kinds, &in->downLink);
+  std::vector<std::string> faultLinks;
+  for (int i = 0; i < in->nfaults; ++i) faultLinks.push_back(o.links[size_t(in->faultLinks[i])]);
+  const int alarm = expectAlarm(spec, &faultLinks);
+  in->nfaults = 0;
+  for (const std::string& l : faultLinks)
+    if (in->nfaults < 64) in->faultLinks[in->nfaults++] = int(std::find(o.links.begin(), o.links.end(), l) - o.links.begin());
+  const bool ok = spec.empty() || snclBusInjectFault(comm, spec.c_str()) == snclSuccess;
+  in->lock.store(0, std::memory_order_release);
+  if (!ok) {
+    snprintf(rep->firstError, sizeof(rep->firstError), "inject %s: %s", spec.c_str(), snclGetLastError(comm));
+    return false;
+  }
+  rep->faultsInjected += !spec.empty();
+  rep->alarmsExpected += alarm;
+  return true;
+}
+
+int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, RankReport* rep, SeedShared* shared) {
   snclConfig_t config = SNCL_CONFIG_INITIALIZER;
   config.timeoutMs = o.timeoutMs;
   snclComm_t comm = nullptr;
@@ -304,8 +350,6 @@ int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, 
   std::mt19937_64 calls(seed), faults(seed * 7919 + 1 + uint64_t(first));
   for (int k = 0; k < first; ++k) (void)drawCall(calls, o.ranks, o.maxBytes, 50);
   const std::vector<std::string> kinds = o.ofi() ? std::vector<std::string>{} : faultKinds(o);
-  std::string downLink;
-  std::vector<std::string> faultLinks;  // down, or degraded 2x or more: a fault already
   std::vector<char> in(o.maxBytes + 64), out(o.maxBytes * 2 + 64);
   const auto start = std::chrono::steady_clock::now();
   uint64_t reroutes = 0;
@@ -317,20 +361,13 @@ int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, 
       rep->killed = 1;
       raise(SIGKILL);
     }
-    // Every process draws every fault (the same stream), so that with --injector any the
-    // member drawn to inject it knows which link is down; only that member injects.
+    // Every process draws whether a fault comes before this call and which member injects
+    // it (the same stream on all); the member draws the fault itself from the shared one.
     if (!kinds.empty() && std::uniform_real_distribution<double>(0, 1)(faults) < o.faultRate) {
       const int member = o.injector >= 0 ? o.injector : int(faults() % uint64_t(o.ranks));
-      const std::string spec = drawFault(faults, o, kinds, &downLink);
-      const int alarm = expectAlarm(spec, &faultLinks);
-      if (rank == member) {
-        if (!spec.empty() && snclBusInjectFault(comm, spec.c_str()) != snclSuccess) {
-          snprintf(rep->firstError, sizeof(rep->firstError), "inject %s: %s", spec.c_str(), snclGetLastError(comm));
-          ++rep->errors;
-          break;
-        }
-        rep->faultsInjected += !spec.empty();
-        rep->alarmsExpected += alarm;
+      if (rank == member && !injectNext(comm, o, kinds, &shared->injection, rep)) {
+        ++rep->errors;
+        break;
       }
     }
     const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
@@ -338,7 +375,7 @@ int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, 
       // The seed's loss: back to --ranks with the spare, and on from the agreed call. The
       // grown comm's links start healthy: the injector starts afresh, as does its count.
       lost = true;
-      const int resume = regrow(o, &comm, i, rep, shared);
+      const int resume = regrow(o, seed, &comm, i, rep, shared);
       if (resume < 0) {
         ++rep->errors;
         break;
@@ -347,8 +384,6 @@ int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, 
       calls.seed(seed);
       for (int k = 0; k < resume; ++k) (void)drawCall(calls, o.ranks, o.maxBytes, 50);
       faults.seed(seed * 7919 + 1 + uint64_t(resume));
-      downLink.clear();
-      faultLinks.clear();
       rep->alarmsExpected = 0;
       reroutes = 0;
       i = resume - 1;
@@ -510,9 +545,10 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
   auto* reps = static_cast<RankReport*>(
       mmap(nullptr, sizeof(RankReport) * procs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   memset(reps, 0, sizeof(RankReport) * procs);
-  auto* shared = static_cast<Regrow*>(
-      mmap(nullptr, sizeof(Regrow), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  memset(shared, 0, sizeof(Regrow));
+  auto* shared = static_cast<SeedShared*>(
+      mmap(nullptr, sizeof(SeedShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (shared) SeedShared{};
+  resetInjection(&shared->injection, seed * 7919 + 1);
   RailPull pull = drawPull(o, seed);
   // Rank 0's process makes the unique id and hands it to the others through pipes, so
   // this process forks without the bootstrap's threads.
@@ -616,7 +652,8 @@ SeedResult runSeed(const Options& o, uint64_t seed) {
       fprintf(stderr, "seed %llu rank %d: %s\n", (unsigned long long)seed, r, rep.firstError);
   }
   munmap(reps, sizeof(RankReport) * procs);
-  munmap(shared, sizeof(Regrow));
+  shared->~SeedShared();
+  munmap(shared, sizeof(SeedShared));
   if (o.kill && !res.interrupted && res.killed != (drawKill(o, seed).rank >= 0 ? 1 : 0)) {
     fprintf(stderr, "seed %llu: %d ranks killed, expected 1\n", (unsigned long long)seed, res.killed);
     ++res.errors;
@@ -637,7 +674,7 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // "; killed k, shrink p50 a ms p99 b ms, grow p50 c ms p99 d ms" (per surviving process).
-std::string fmtRegrow(const SeedResult& r) {
+std::string fmtSeedShared(const SeedResult& r) {
   char text[160];
   snprintf(text, sizeof(text), "; killed %d, shrink p50 %.1f ms p99 %.1f ms, grow p50 %.1f ms p99 %.1f ms", r.killed,
            percentile(r.shrinkMs, 0.5), percentile(r.shrinkMs, 0.99), percentile(r.growMs, 0.5),
@@ -733,7 +770,7 @@ int main(int argc, char** argv) {
            "reroutes %llu, %.1f s%s%s%s\n",
            (unsigned long long)seed, r.rankOps, r.wrong, r.errors, r.hangs, r.faults, r.alarms, r.alarmsExpected,
            (unsigned long long)r.reroutes, r.wallS, r.pulled.empty() ? "" : "; ", r.pulled.c_str(),
-           o.kill ? fmtRegrow(r).c_str() : "");
+           o.kill ? fmtSeedShared(r).c_str() : "");
     if (o.ofi() && r.faults && !r.reroutes && !r.errors && !r.hangs)
       printf("seed %llu: a rail was pulled but no rank rerouted a call (the pull went unseen)\n", (unsigned long long)seed);
     fflush(stdout);
@@ -756,7 +793,7 @@ int main(int argc, char** argv) {
     all.shrinkMs.insert(all.shrinkMs.end(), r.shrinkMs.begin(), r.shrinkMs.end());
     all.growMs.insert(all.growMs.end(), r.growMs.begin(), r.growMs.end());
   }
-  if (o.kill) printf("chaos --kill: %s\n", fmtRegrow(all).c_str() + 2);
+  if (o.kill) printf("chaos --kill: %s\n", fmtSeedShared(all).c_str() + 2);
   if (gStop) fprintf(stderr, "chaos_soak: interrupted after %d seeds\n", seedsRun);
   printf("chaos: %d seeds x %d calls, %d ranks, %s: rank-ops %ld, wrong %d, errors %d, hangs %d, faults %d, "
          "fault alarms %d (expected %d), reroutes %llu, recovery p50 %.1f ms p99 %.1f ms, %.1f s, %.2f MB/s per rank; per rank at most: max RSS %.1f "

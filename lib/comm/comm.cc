@@ -323,7 +323,19 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
       return recordError(d.code, named(fmt::format("comm {} rank {}: {}", comm->name, comm->rank, d.message)));
     SNCL_CHECK(faultApplyRetry(comm, d));
     rerouted.insert(rerouted.end(), d.links.begin(), d.links.end());
-    if (d.catchUpSeq != Decision::kNoCatchUp) SNCL_CHECK(catchUp(comm, d, args.seq));
+    if (d.catchUpSeq != Decision::kNoCatchUp) {
+      // A fault during the replay (another link lost, a peer pulled into a round) is agreed
+      // like the first, while attempts remain: the next attempt meets it, and a new round
+      // decides again (the calls are still kept: no rank has finished them all).
+      const Result replayed = catchUp(comm, d, args.seq);
+      if (replayed != snclSuccess) {
+        if (replayed == snclInternalError || attempt >= f.maxAttempts || comm->aborted.load() || f.revoked.load() ||
+            faultSelfDead(comm))
+          return replayed;
+        log::info(log::Subsys::Fault, "comm {} rank {}: {}; a new round decides", comm->name, comm->rank, lastError());
+        continue;
+      }
+    }
     if (const char* kept = restore ? keptInput(comm, args.seq) : nullptr) memcpy(const_cast<char*>(in), kept, inBytes);
   }
   if (failedAt == 0) return snclSuccess;

@@ -54,6 +54,7 @@ struct Message {
   } p2p[kMaxP2pPeers];
   uint32_t nlinks, ndead;
   uint32_t links[kMaxLinks];
+  uint64_t linkDownNs[kMaxLinks];  // Decision: when each lost link failed, as the coordinator saw it
   int32_t dead[kMaxDead];
   char text[480];
 };
@@ -173,10 +174,19 @@ bool sendTo(snclComm* comm, int peer, const Message& m, Deadline deadline) {
   return comm->bootstrap->send(peer, tagOf(Kind(m.kind), m.round), &m, sizeof(m), shortly) == snclSuccess;
 }
 
-bool takenBackUp(snclComm* comm, uint32_t link) {
+bool takenBackUp(snclComm* comm, uint32_t link, uint64_t downNs) {
   for (auto& tr : comm->transports)
-    if (tr->linkBackUp(link)) return true;
+    if (tr->linkBackUp(link, downNs)) return true;
   return false;
+}
+
+// When a lost link failed, by its transport's clock (0: not known): read by the
+// coordinator while every rank waits for its decision, so that every rank judges the link
+// changes around that failure by one time, not by whenever it looked.
+uint64_t linkDownNs(snclComm* comm, uint32_t link) {
+  uint64_t at = 0;
+  for (auto& tr : comm->transports) at = std::max(at, tr->linkDownAtNs(link));
+  return at;
 }
 
 // Link changes logged before the fault (a link back up, a degrade or its end) go into the
@@ -186,12 +196,14 @@ void takeLinkChanges(snclComm* comm, uint64_t changes) {
   for (auto& t : comm->transports) t->takeLinkChanges(changes);
 }
 
-// The links marked down in the topology (a new epoch); false when two ranks then have no
-// route, naming the pair in *why.
-bool markDown(snclComm* comm, const std::vector<uint32_t>& links, std::string* why) {
+// The links marked down in the topology (a new epoch), each failed at downNs[i]; false
+// when two ranks then have no route, naming the pair in *why.
+bool markDown(snclComm* comm, const std::vector<uint32_t>& links, const std::vector<uint64_t>& downNs,
+              std::string* why) {
   const CommTopology& t = *comm->topology;
-  for (uint32_t l : links)
-    if (t.graph().linkState(l) != topo::LinkState::Down && !takenBackUp(comm, l)) {
+  for (size_t i = 0; i < links.size(); ++i) {
+    const uint32_t l = links[i];
+    if (t.graph().linkState(l) != topo::LinkState::Down && !takenBackUp(comm, l, downNs[i])) {
       if (t.setLinkState(l, topo::LinkState::Down) != snclSuccess) {
         *why = lastError();
         return false;
@@ -199,6 +211,8 @@ bool markDown(snclComm* comm, const std::vector<uint32_t>& links, std::string* w
       addUnique(&comm->fault.lostLinks, l);
       ++comm->fault.stats.linkFailures;
     }
+    for (auto& tr : comm->transports) tr->linkAgreedDown(l, downNs[i]);
+  }
   topo::Route route;
   for (int a = 0; a < comm->nranks; ++a)
     for (int b = 0; b < comm->nranks; ++b) {
@@ -285,6 +299,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   // Decide. Ranks may be in different calls: a link fails at an instant, and a rank whose
   // transfers did not cross it can finish its call and go on (lib/comm/catch_up.h).
   std::vector<uint32_t> links;
+  std::vector<uint64_t> downNs;  // when each failed (the links the decision marks down)
   uint32_t rails = 0, railsLost = 0;
   uint64_t changes = 0;  // link changes (a link back up, ...) every rank takes with the decision
   bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
@@ -370,7 +385,9 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     std::string unreachable;
     d.changes = changes;
     takeLinkChanges(comm, changes);
-    bool routed = markDown(comm, links, &unreachable);
+    if (links.size() > kMaxLinks) links.resize(kMaxLinks);  // what the decision carries
+    for (uint32_t l : links) downNs.push_back(linkDownNs(comm, l));
+    bool routed = markDown(comm, links, downNs, &unreachable);
     if (routed && railsLost && !(rails & ~railsLost)) routed = false, unreachable = "no other rail remains";
     const std::string lost = lostText(g, links, railsLost);
     if (routed && canRetry) {
@@ -408,6 +425,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
       text.find(reports[firstError].text) == std::string::npos)
     text += fmt::format("; rank {} saw: {}", firstError, reports[firstError].text);
   writeLists(&d, links, dead);
+  std::copy_n(downNs.begin(), std::min<size_t>(downNs.size(), d.nlinks), d.linkDownNs);
   setText(&d, text);
   for (int r = 0; r < n; ++r)
     if (have[r] && r != comm->rank) {
@@ -498,7 +516,9 @@ Result follow(snclComm* comm, Message mine, std::vector<int> dead, Deadline dead
   if (out->verdict == Verdict::Retry || out->verdict == Verdict::LinkLost) {
     std::string ignored;
     takeLinkChanges(comm, m.changes);
-    markDown(comm, out->links, &ignored);
+    std::vector<uint64_t> downNs(m.linkDownNs, m.linkDownNs + std::min<uint32_t>(m.nlinks, kMaxLinks));
+    downNs.resize(out->links.size(), 0);
+    markDown(comm, out->links, downNs, &ignored);
   }
   return snclSuccess;
 }

@@ -163,12 +163,20 @@ class Transport {
     (void)links, (void)deadRanks;
   }
   // A link the comm agreed lost that this rank's topology took back (up or degraded, from
-  // beforePlan) after it failed: the agreement leaves it as it is here, since ranks that
-  // had not reached that change yet take it when they do, and all end alike.
-  virtual bool linkBackUp(uint32_t link) const {
-    (void)link;
+  // beforePlan) after it failed at downNs: the agreement leaves it as it is here, since
+  // ranks that had not reached that change yet take it when they do, and all end alike.
+  virtual bool linkBackUp(uint32_t link, uint64_t downNs) const {
+    (void)link, (void)downNs;
     return false;
   }
+  // When the link last failed by this transport's clock (0: never, or not a link of its).
+  virtual uint64_t linkDownAtNs(uint32_t link) const {
+    (void)link;
+    return 0;
+  }
+  // The comm agreed that the link failed at downNs (the coordinator's reading, the same on
+  // every rank): link changes logged before then are older than the failure.
+  virtual void linkAgreedDown(uint32_t link, uint64_t downNs) { (void)link, (void)downNs; }
   // After the comm agreed on a fault: abandon every request and every byte in flight, and
   // take routes from the topology's current health, so that a re-run starts clean and can
   // never match a message of the failed attempt. Collective over all ranks of the comm

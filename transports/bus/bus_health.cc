@@ -166,10 +166,10 @@ void BusTransport::takeChanges(uint64_t count, uint64_t seq) {
   for (const LinkChange& c : dueChanges_) {
     // A change made before the link failed, reaching a rank after the comm agreed on that
     // failure: the failure is newer (ranks that took the change before the agreement mark
-    // the link down in it, linkBackUp), so every rank ends with the link down.
-    if (topology_->graph().linkState(c.link) == topo::LinkState::Down &&
-        c.atNs < state_->link(c.link).downAtNs.load(std::memory_order_acquire))
-      continue;
+    // the link down in it, linkBackUp), so every rank ends with the link down. The time is
+    // the agreed one, not the link's latest failure: a failure after the change, not agreed
+    // yet, must not make some ranks skip the change and others take it.
+    if (topology_->graph().linkState(c.link) == topo::LinkState::Down && c.atNs < agreedDownNs_[c.link]) continue;
     if (c.link < linkBackAtNs_.size()) linkBackAtNs_[c.link] = c.atNs;
     const bool degraded = Health(c.state) == Health::Degraded;
     const double factor = degraded ? 1000.0 / std::max<uint32_t>(1001, c.slowdownX1k) : 1.0;
@@ -182,10 +182,18 @@ void BusTransport::takeChanges(uint64_t count, uint64_t seq) {
   if (failCode_ == snclSuccess && computeRoutes() != snclSuccess) failAll(snclInternalError, lastError(), wallNs());
 }
 
-bool BusTransport::linkBackUp(uint32_t link) const {
+bool BusTransport::linkBackUp(uint32_t link, uint64_t downNs) const {
   if (!state_ || link >= linkBackAtNs_.size() || linkBackAtNs_[link] == 0) return false;
-  // Taken back after the failure agreed on (a later failure of the link has a later time).
-  return linkBackAtNs_[link] > state_->link(link).downAtNs.load(std::memory_order_acquire);
+  return linkBackAtNs_[link] > downNs;  // taken back after the failure agreed on
+}
+
+uint64_t BusTransport::linkDownAtNs(uint32_t link) const {
+  if (!state_ || link >= agreedDownNs_.size()) return 0;
+  return state_->link(link).downAtNs.load(std::memory_order_acquire);
+}
+
+void BusTransport::linkAgreedDown(uint32_t link, uint64_t downNs) {
+  if (link < agreedDownNs_.size()) agreedDownNs_[link] = downNs;
 }
 
 // Fires pending faults whose trigger came: op=N as this rank begins its N-th call (a

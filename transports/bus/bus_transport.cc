@@ -98,6 +98,7 @@ Result BusTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   detectWallNs_ = uint64_t(options_.detectUs * 1000 * options_.timescale);
   rng_.seed(ctx.commId * 31 + uint64_t(rank_));
   linkBackAtNs_.assign(topology_->graph().linkCount(), 0);
+  agreedDownNs_.assign(topology_->graph().linkCount(), 0);
   SNCL_CHECK(computeRoutes());
   if (!options_.faults.empty()) SNCL_CHECK(injectFaults(options_.faults));
   cursorNs_ = wallNs();

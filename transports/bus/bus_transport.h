@@ -63,7 +63,9 @@ class BusTransport : public Transport, public BusControl {
   void beforePlan(uint64_t seq) override;
   bool faultPending() override;
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
-  bool linkBackUp(uint32_t link) const override;
+  bool linkBackUp(uint32_t link, uint64_t downNs) const override;
+  uint64_t linkDownAtNs(uint32_t link) const override;
+  void linkAgreedDown(uint32_t link, uint64_t downNs) override;
   Result reset(uint32_t attempt, Deadline deadline) override;
   size_t memoryBytes() const override;
   void linkViews(std::vector<LinkView>* out) const override;
@@ -183,6 +185,7 @@ class BusTransport : public Transport, public BusControl {
   uint64_t seenHealthEpoch_ = 0;
   std::vector<LinkChange> dueChanges_;  // taken from the shared log, to apply outside its lock
   std::vector<uint64_t> linkBackAtNs_;  // per link: injection time of the last change taken (0: none)
+  std::vector<uint64_t> agreedDownNs_;  // per link: when the failure the comm last agreed on happened (0: none)
   std::mt19937_64 rng_;
   Result failCode_ = snclSuccess;  // set once the bus failed for this rank
   std::vector<LostLink> lost_;     // seen down, not agreed yet
