@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kSeconds = "4";
 constexpr const char* kMaxBytes = "2M";
 #else
-constexpr const char* kSeconds = "8";
+constexpr const char* kSeconds = "6";
 constexpr const char* kMaxBytes = "6M";  // past the 2 MiB per-peer FIFO that direct schedules overflowed
 #endif
 
