@@ -5,7 +5,7 @@
 # (docs/dropin.md, "After a rank loss").
 #   run_mpi_lost_rank.sh <mpi_lost_rank> <libsncl_mpi.so> <nranks> <victim> <at>
 set -uo pipefail
-prog=$1 lib=$2 np=$3 victim=$4 at=$5
+prog=$1 lib=$2 np=$3 victim=$4 at=$((10#$5))  # CMake's random digits may lead with 0
 preload=${SNCL_SANITIZER_RUNTIME:+$SNCL_SANITIZER_RUNTIME }$lib
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
