@@ -313,7 +313,15 @@ int joinAsSpare(const Options& o, const snclConfig_t& config, SeedShared* shared
 // alarm it should raise to *alarms. False (why in rep) when the bus refused it.
 bool injectNext(snclComm_t comm, const Options& o, const std::vector<std::string>& kinds, Injection* in,
                 RankReport* rep) {
-  while (in->lock.exchange(1, std::memory_order_acquire)) usleep(10);
+  // Held only for a draw and an injection; a holder gone for the deadline is a harness bug.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeoutMs);
+  while (in->lock.exchange(1, std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() > until) {
+      snprintf(rep->firstError, sizeof(rep->firstError), "inject: the fault stream's lock was held %d ms", o.timeoutMs);
+      return false;
+    }
+    usleep(10);
+  }
   const std::string spec = drawFault(in->rng, o, kinds, &in->downLink);
   std::vector<std::string> faultLinks;
   for (int i = 0; i < in->nfaults; ++i) faultLinks.push_back(o.links[size_t(in->faultLinks[i])]);

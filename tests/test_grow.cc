@@ -40,19 +40,12 @@ struct RoundSlot {
 
 enum : int { kOk = 0, kInit = 10, kCall, kNoError, kShrink, kGetId, kGrow, kRank, kEndpoint, kSpareWait };
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // An exact All-Reduce of a count drawn from (seed, round, call): odd, prime, zero or large
 // (never zero for a call that must meet a loss: a zero-count call needs no peer).
 bool exactCall(snclComm_t comm, uint64_t seed, int round, int call, snclResult_t* result, bool mayBeEmpty = true) {
   static constexpr size_t kCounts[] = {0, 1, 7, 61, 1021, 4099, 65537, 262147};
   const size_t first = mayBeEmpty ? 0 : 1;
-  const size_t count = kCounts[first + mix(seed ^ uint64_t(round) << 20 ^ uint64_t(call)) % (std::size(kCounts) - first)];
+  const size_t count = kCounts[first + test::mix64(seed ^ uint64_t(round) << 20 ^ uint64_t(call)) % (std::size(kCounts) - first)];
   int rank = -1, n = 0;
   snclCommUserRank(comm, &rank);
   snclCommCount(comm, &n);
@@ -119,7 +112,7 @@ TEST_CASE("kill, shrink, grow back with a spare, round after round", "[grow][shr
       first = round + 1;
     }
     for (int round = first; round < rounds; ++round) {
-      const uint64_t draw = mix(seed * 31 + uint64_t(round));
+      const uint64_t draw = test::mix64(seed * 31 + uint64_t(round));
       const int victim = int(draw % kRanks), before = int(draw / kRanks % 3);
       for (int call = 0; call < before; ++call)
         if (!exactCall(comm, seed, round, call, &r)) return int(kCall);
@@ -218,7 +211,7 @@ TEST_CASE("grow: arguments every rank refuses alike", "[grow]") {
 TEST_CASE("revoke reaches every rank; the comm shrinks and goes on", "[revoke][process]") {
   const uint64_t seed = Catch::rngSeed();
   for (const char* transport : {"shm", "bus"}) {
-    const int revoker = int(mix(seed) % 4), at = int(mix(seed + 1) % 3);
+    const int revoker = int(test::mix64(seed) % 4), at = int(test::mix64(seed + 1) % 3);
     INFO("transport " << transport << ", rank " << revoker << " revokes at call " << at);
     setenv("SNCL_TRANSPORT", transport, 1);
     auto exits = test::runRanks(4, [&](int rank, int n, const snclUniqueId& id) {

@@ -157,7 +157,6 @@ SNCL_API snclResult_t snclCommGetUniqueId(snclComm_t comm, snclUniqueId* uniqueI
   SNCL_CHECK(sncl::bootstrapCreateRoot(&id));
   std::lock_guard<std::mutex> lock(comm->runMutex);
   comm->growId = id;
-  comm->growIdIssued = true;
   *uniqueId = id;
   return snclSuccess;
 }
@@ -183,7 +182,7 @@ Result growExisting(snclComm_t comm, int nranks, const snclUniqueId* uniqueId, i
   if (rank != -1) mine = fail(snclInvalidArgument, "{}: rank {} of comm passed rank {} (existing ranks pass -1)", fn, comm->rank, rank);
   else if (nranks <= comm->nranks)
     mine = fail(snclInvalidArgument, "{}: nranks {} does not grow comm of {} ranks", fn, nranks, comm->nranks);
-  else if (uniqueId && (!comm->growIdIssued || std::memcmp(uniqueId, &comm->growId, sizeof(snclUniqueId)) != 0))
+  else if (uniqueId && (!comm->growId || std::memcmp(uniqueId, &*comm->growId, sizeof(snclUniqueId)) != 0))
     mine = fail(snclInvalidArgument, "{}: rank {}'s id was not made by snclCommGetUniqueId on this comm, or was used",
                 fn, comm->rank);
   if (mine == snclSuccess) mine = splitConfig(comm, config, &childConfig);
@@ -198,7 +197,7 @@ Result growExisting(snclComm_t comm, int nranks, const snclUniqueId* uniqueId, i
     std::lock_guard<std::mutex> lock(comm->runMutex);
     const sncl::Deadline deadline = sncl::Deadline::afterMs(comm->timeoutMs);
     SNCL_CHECK(comm->bootstrap->allGather(requests.data(), sizeof(GrowRequest), deadline));
-    if (uniqueId) comm->growIdIssued = false;  // single use
+    if (uniqueId) comm->growId.reset();  // single use
   }
   if (mine != snclSuccess) return sncl::recordError(mine, std::move(myMessage));
   int root = -1;

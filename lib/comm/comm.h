@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,8 +47,7 @@ struct snclComm {
   // file, kept in the new comm (-1: ranks in endpoint or rank_map order).
   int64_t inheritedEndpoint = -1;
   // snclCommGetUniqueId's id for growing this comm, single use (lib/api/api_membership.cc).
-  snclUniqueId growId{};
-  bool growIdIssued = false;
+  std::optional<snclUniqueId> growId;
 
   std::unique_ptr<sncl::Bootstrap> bootstrap;
   std::vector<sncl::PeerInfo> peers;

@@ -516,8 +516,10 @@ Result follow(snclComm* comm, Message mine, std::vector<int> dead, Deadline dead
   if (out->verdict == Verdict::Retry || out->verdict == Verdict::LinkLost) {
     std::string ignored;
     takeLinkChanges(comm, m.changes);
-    std::vector<uint64_t> downNs(m.linkDownNs, m.linkDownNs + std::min<uint32_t>(m.nlinks, kMaxLinks));
-    downNs.resize(out->links.size(), 0);
+    std::vector<uint64_t> downNs(out->links.size(), 0);  // each link's failure time, as the decision carries it
+    for (size_t j = 0; j < out->links.size(); ++j)
+      for (uint32_t i = 0; i < std::min<uint32_t>(m.nlinks, kMaxLinks); ++i)
+        if (m.links[i] == out->links[j]) downNs[j] = m.linkDownNs[i];
     markDown(comm, out->links, downNs, &ignored);
   }
   return snclSuccess;

@@ -59,14 +59,15 @@ Result CommTopology::buildOnEndpoints(const std::vector<int64_t>& endpoints, std
   std::vector<bool> taken(g.endpointCount(), false);
   for (int64_t e : endpoints)
     if (e >= 0 && size_t(e) < taken.size()) taken[size_t(e)] = true;
+  // The i-th endpoint in the file's rank order, for ranks new to the job.
+  auto nth = [&](size_t i) { return g.rankOrder().empty() ? topo::EndpointId(i) : g.endpointOf(g.rankOrder()[i]); };
   std::vector<topo::EndpointId> mapped;
-  size_t next = 0;  // the file's rank order, for ranks new to the job
+  size_t next = 0;
   for (size_t r = 0; r < endpoints.size(); ++r) {
     if (endpoints[r] >= 0) {
       mapped.push_back(topo::EndpointId(endpoints[r]));
       continue;
     }
-    auto nth = [&](size_t i) { return g.rankOrder().empty() ? topo::EndpointId(i) : g.endpointOf(g.rankOrder()[i]); };
     while (next < avail && taken[nth(next)]) ++next;
     if (next == avail)
       return fail(snclInvalidArgument, "topology '{}': no free endpoint for new rank {} ({} endpoints in its rank order)",
