@@ -5,8 +5,10 @@
 // A seeded loop of All-Reduce, All-Gather, Broadcast and Reduce-Scatter of random sizes is
 // checked exactly while the test takes the rail carrying the traffic down from outside
 // (`ip netns exec NS ip link set rail0 down`) at a random call: every call succeeds, and
-// every rank's fault stats show the re-run. With both rails taken down, every rank fails
-// with an error naming the rails instead of hanging. Needs root and `ip netns`; skipped
+// every rank's fault stats show the re-run. A rail pulled and put back five times in one
+// comm comes back into service each time: traffic (the kernel's byte counters) on both
+// rails again, every call exact. With both rails taken down, every rank fails with an
+// error naming the rails instead of hanging. Needs root and `ip netns`; skipped
 // with a message otherwise. The namespaces and their links are removed whatever happens
 // (also those a killed earlier run left behind).
 #include <fcntl.h>
@@ -201,6 +203,96 @@ TEST_CASE("ofi rails: with every rail down each rank fails with an error naming 
   }
 }
 
+// Waits until done() or the deadline, reading rank 0's progress meanwhile; false at the deadline.
+template <typename Done>
+bool awaitJob(int progressFd, int* callsSeen, int64_t ms, Done done) {
+  const sncl::Deadline deadline = sncl::Deadline::afterMs(ms);
+  while (!done()) {
+    char buf[256];
+    for (ssize_t n; (n = read(progressFd, buf, sizeof(buf))) > 0;) *callsSeen += int(n);
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST_CASE("ofi rails: a rail pulled and put back five times returns to service each time", "[ofi][netns][rails]") {
+  Hosts hosts;
+  if (!prerequisites(&hosts)) return;
+  constexpr int kPerHost = 2, kCycles = 5;
+  constexpr uint64_t kTraffic = 256 << 10;  // bytes each rail must carry: data, not probes or hellos
+  std::mt19937_64 rng(std::random_device{}());
+  int fds[2], go[2];
+  REQUIRE(pipe(fds) == 0);
+  REQUIRE(pipe(go) == 0);
+  const int never[2] = {-1, -1};
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2 * kPerHost; ++r) pids.push_back(spawnHelper(hosts, r, kPerHost, 100000, "flap", fds[1], go[0], never));
+  close(fds[1]);
+  close(go[0]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  int calls = 0;
+  // Bytes sent on each rail of each host: the kernel's counters.
+  const auto sent = [&] {
+    std::vector<uint64_t> b;
+    for (int h = 0; h < 2; ++h)
+      for (const char* dev : {kLinks[0], kLinks[1]}) b.push_back(hosts.txBytes(h, dev));
+    return b;
+  };
+  for (int cycle = 0; cycle < kCycles; ++cycle) {
+    const int host = int(rng() % 2), gap = int(5 + rng() % 20);
+    const int from = calls;
+    REQUIRE(awaitJob(fds[0], &calls, 20000, [&] { return calls >= from + gap; }));
+    REQUIRE(hosts.setLink(host, kLinks[0], false));
+    const int pulledAt = calls;
+    INFO("cycle " << cycle << ": rail0 of host " << host << " pulled at call " << pulledAt);
+    REQUIRE(awaitJob(fds[0], &calls, 20000, [&] { return calls >= pulledAt + gap; }));  // going on over rail1
+    const std::vector<uint64_t> before = sent();
+    REQUIRE(hosts.setLink(host, kLinks[0], true));
+    const int backAt = calls;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<uint64_t> now;
+    const bool both = awaitJob(fds[0], &calls, 30000, [&] {
+      now = sent();
+      for (size_t i = 0; i < now.size(); ++i)
+        if (now[i] - before[i] < kTraffic) return false;
+      return true;
+    });
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    INFO("rail0 put back at call " << backAt << "; bytes sent since (host 0 rail0, rail1, host 1 rail0, rail1): "
+                                   << now[0] - before[0] << ", " << now[1] - before[1] << ", " << now[2] - before[2]
+                                   << ", " << now[3] - before[3] << " after " << ms << " ms, call " << calls);
+    CHECK(both);
+    if (!both) break;
+    WARN("cycle " << cycle << ": both rails carry traffic " << ms << " ms (" << calls - backAt << " calls) after rail0 of host "
+                  << host << " was put back");
+  }
+  REQUIRE(write(go[1], "s", 1) == 1);  // the job stops at its next check
+  std::vector<int> codes(pids.size(), -1);
+  const sncl::Deadline deadline = sncl::Deadline::afterMs(kJobDeadlineMs);
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    while (pids[i] > 0 && waitpid(pids[i], &status, WNOHANG) != pids[i]) {
+      if (deadline.expired()) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], &status, 0);
+        break;
+      }
+      char buf[256];
+      while (read(fds[0], buf, sizeof(buf)) > 0) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  close(fds[0]);
+  close(go[1]);
+  for (size_t r = 0; r < codes.size(); ++r) {
+    INFO("rank " << r << " (1: wrong results, 2: a call failed, 3: fewer re-runs than pulls and returns, 137: killed)");
+    CHECK(codes[r] == 0);
+  }
+}
+
 // One rank of the tests above, run inside its namespace (hidden: only the tests start it).
 TEST_CASE("rails helper", "[.][rails-helper]") {
   const char* spec = getenv("SNCL_TEST_RAILS");
@@ -209,7 +301,10 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
   char mode[16] = "";
   REQUIRE(sscanf(spec, "%d %d %d %15s %d %d %d %d", &rank, &nranks, &calls, mode, &progressFd, &goFd, &downAt[0],
                  &downAt[1]) == 8);
-  const bool survive = !strcmp(mode, "survive");
+  // flap: runs until rank 0 reads 's' on goFd, which every rank learns from an All-Reduce
+  // every few calls; each pull and each return of a rail is a re-run.
+  const bool flap = !strcmp(mode, "flap");
+  const bool survive = flap || !strcmp(mode, "survive");
   snclUniqueId id;
   REQUIRE(snclGetUniqueId(&id) == snclSuccess);
   snclComm_t comm = nullptr;
@@ -231,6 +326,19 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
         if (poll(&p, 1, 20000) == 1) n = read(goFd, &g, 1);
       }
     }
+    if (flap && wrong == 0 && i % 8 == 7) {
+      int stop = 0;
+      if (rank == 0) {
+        pollfd p{goFd, POLLIN, 0};
+        stop = poll(&p, 1, 0) == 1;
+      }
+      if (snclAllReduce(&stop, &stop, 1, snclInt32, snclSum, comm, nullptr) != snclSuccess) {
+        fprintf(stderr, "rank %d: the stop check after call %d failed: %s\n", rank, i, snclGetLastError(comm));
+        code = 2;
+        break;
+      }
+      if (stop) break;
+    }
     if (wrong != 0 && !survive) {
       const std::string error = snclGetLastError(comm);
       fprintf(stderr, "rank %d: call %d failed as expected: %s\n", rank, i, error.c_str());
@@ -249,7 +357,7 @@ TEST_CASE("rails helper", "[.][rails-helper]") {
   fprintf(stderr, "rank %d: rounds %lu, detected %lu, pulled in %lu, reroutes %lu, last recovery %.1f ms\n", rank,
           static_cast<unsigned long>(stats.rounds), static_cast<unsigned long>(stats.detected),
           static_cast<unsigned long>(stats.pulledIn), static_cast<unsigned long>(stats.reroutes), stats.lastRecoveryMs);
-  if (survive && code == 0 && stats.reroutes < 1) code = 3;
+  if (survive && code == 0 && stats.reroutes < (flap ? 10u : 1u)) code = 3;
   if (code == 0) snclCommDestroy(comm);
   else snclCommAbort(comm);
   fflush(stderr);

@@ -24,12 +24,19 @@ phase() {  # how long each part took, for keeping the run short
 }
 
 phase "dependencies installed"
+# Background work runs in its own process group, stopped with the script whatever ends it.
+background=()
+stop_background() {
+  for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap stop_background EXIT
 bash tools/check_includes.sh   # the layering of lib/README.md
 # MPICH's collective tests (ctest mpich_coll) compile against this MPI, not against sncl:
 # beside sncl's build, so that ctest's mpich_coll_build only finds them built.
 mkdir -p build
-bash tests/dropin/mpich_coll/fetch_and_build.sh build/mpich_coll >build/mpich_coll.log 2>&1 &
+setsid bash tests/dropin/mpich_coll/fetch_and_build.sh build/mpich_coll >build/mpich_coll.log 2>&1 &
 mpich=$!
+background+=("$mpich")
 build build -DCMAKE_BUILD_TYPE=Release -DSNCL_WERROR=ON   # a new warning fails CI
 if ! wait "$mpich"; then
   cat build/mpich_coll.log
@@ -37,36 +44,38 @@ if ! wait "$mpich"; then
   exit 1
 fi
 # While the Release tests run (their ranks mostly wait on each other: about half the CPU
-# stays idle), the ASan+UBSan build and the fuzzers' build compile at idle priority
-# (SCHED_IDLE: they get a core only when no test process wants it).
+# stays idle), the ASan+UBSan build compiles at idle priority (SCHED_IDLE: it gets a core
+# only when no test process wants it).
 # The torch extension is left out of ASan: Python cannot load an ASan-built module without
 # preloading the runtime; its tests report themselves skipped.
 # -O1 -g1 (line tables), as ASan advises: half the compile time of -O2 -g, same reports.
 mkdir -p build-asan
-chrt --idle 0 bash -c 'set -e
+setsid chrt --idle 0 bash -c 'set -e
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DSNCL_SANITIZE=address -DSNCL_BUILD_PERF=OFF \
     -DSNCL_BUILD_EXAMPLES=OFF -DSNCL_BUILD_TOOLS=OFF -DSNCL_BUILD_TORCH=OFF >/dev/null
-  cmake --build build-asan -j2
-  bash tools/run_fuzz.sh 0' > build-asan/background.log 2>&1 &
-background=$!
+  cmake --build build-asan -j2' > build-asan/background.log 2>&1 &
+asan=$!
+background+=("$asan")
 phase "Release built"
 # The tests labelled release-redundant run sanitized only (tests/CMakeLists.txt says why).
 run_tests build release-redundant
 phase "Release tests passed"
-if ! wait "$background"; then
+if ! wait "$asan"; then
   cat build-asan/background.log
-  echo "test.sh: the ASan or fuzzing build failed" >&2
+  echo "test.sh: the ASan build failed" >&2
   exit 1
 fi
 phase "ASan+UBSan built"
-# The topology-file parser and cache reader under libFuzzer, 30 s each, beside the sanitized
-# tests at idle priority (the CPU their waits leave); an input's time limit is wall time, so
-# a long one there.
-SNCL_FUZZ_TIMEOUT=120 chrt --idle 0 bash tools/run_fuzz.sh 30 > build-asan/fuzz.log 2>&1 &
+# The topology-file parser and cache reader under libFuzzer (built, then 30 s each), beside
+# the sanitized tests at idle priority (the CPU their waits leave); an input's time limit
+# is wall time, so a long one there.
+SNCL_FUZZ_TIMEOUT=120 setsid chrt --idle 0 bash tools/run_fuzz.sh 30 > build-asan/fuzz.log 2>&1 &
 fuzz=$!
-# Sanitized, the tests labelled sanitizer-redundant are left out: their code runs under ASan
-# in other tests too (tests/CMakeLists.txt says which and why).
+background+=("$fuzz")
+# Sanitized, the tests labelled sanitizer-redundant are left out (and not built where no
+# other test needs their program): their code runs under ASan in other tests too
+# (tests/CMakeLists.txt says which and why).
 run_tests build-asan sanitizer-redundant
 if ! wait "$fuzz"; then
   tail -40 build-asan/fuzz.log

@@ -350,10 +350,11 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   const std::string used = comm->planner->describe(plan);  // plan is the planner's: read before choosing again
   const std::string next = comm->planner->describe(comm->planner->choose(op.coll, bytes));
   log::info(log::Subsys::Fault,
-            "comm {} rank {}: {} lost during {} #{} ({} bytes, {}); rerouted on topology epoch {} and re-ran "
+            "comm {} rank {}: {} during {} #{} ({} bytes, {}); rerouted on topology epoch {} and re-ran "
             "from preserved inputs: {:.1f} ms from the failure to the end of the re-run; the re-run is modeled at "
             "{:.1f} us on the new routes; later calls of this size: {}",
-            comm->name, comm->rank, links.empty() ? "a rail of a transport" : "link(s) " + links, collName(op.coll),
+            comm->name, comm->rank, links.empty() ? "a transport's rails changed" : "link(s) " + links + " lost",
+            collName(op.coll),
             args.seq + 1, bytes, used, comm->topology->epoch(),
             f.stats.lastRecoveryMs, estimate, next);
   return snclSuccess;

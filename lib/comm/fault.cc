@@ -44,6 +44,7 @@ struct Message {
     int32_t algorithm, hierarchy, inner, outer;
   } plans[kKeptCalls];
   uint32_t rails, railsLost;  // Report: its transports' rails, usable and lost (lib/transport/transport.h)
+  uint32_t railsBack;         // Report: rails lost earlier that answer again on this rank
   uint64_t changes;           // Report: link changes it saw logged; Decision: every rank takes those first
   int32_t inGroup;            // Report: in a group of sends and receives, between calls seq-1 and seq
   int32_t p2pOverflow;        // Report: received from more peers than p2p holds
@@ -60,9 +61,10 @@ struct Message {
 };
 
 // Tags of the side channel: the round keeps rounds apart, the kind messages of one round.
-uint32_t tagOf(Kind kind, uint32_t round) { return 0xfa000000u | ((round & 0x3fffffu) << 2) | kind; }
-// snclCommRevoke's notice: one per comm and sender, outside every round.
-constexpr uint32_t kRevokeTag = 0xfb000001u;
+uint32_t tagOf(Kind kind, uint32_t round) { return bootstrap_tags::kFaultRound | ((round & 0x3fffffu) << 2) | kind; }
+// snclCommRevoke's notice: one per comm and sender, outside every round (it once shared
+// its tag with the first shrink's first message).
+constexpr uint32_t kRevokeTag = bootstrap_tags::kRevoke;
 
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -300,7 +302,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
   // transfers did not cross it can finish its call and go on (lib/comm/catch_up.h).
   std::vector<uint32_t> links;
   std::vector<uint64_t> downNs;  // when each failed (the links the decision marks down)
-  uint32_t rails = 0, railsLost = 0;
+  uint32_t rails = 0, railsLost = 0, railsBack = 0;
   uint64_t changes = 0;  // link changes (a link back up, ...) every rank takes with the decision
   bool canRetry = true, serves = true;  // serves: every rank ahead kept what a catch-up replays
   bool inGroups = false, overflow = false;  // a rank is in a group of sends and receives; counts did not fit
@@ -314,7 +316,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     voters.push_back(r);
     std::vector<int> ignored;
     readLists(reports[r], &links, &ignored);
-    rails |= reports[r].rails, railsLost |= reports[r].railsLost;
+    rails |= reports[r].rails, railsLost |= reports[r].railsLost, railsBack |= reports[r].railsBack;
     changes = std::max(changes, reports[r].changes);
     lowSeq = std::min(lowSeq, reports[r].seq);
     highEnd = std::max(highEnd, reports[r].inGroup ? reports[r].seq : reports[r].seq + 1);
@@ -381,7 +383,7 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     d.verdict = int32_t(Verdict::Failed);
     text = fmt::format("a group of sends and receives was in flight, and a rank has exchanged messages with more "
                        "than {} peers: a fault round cannot carry their counts", kMaxP2pPeers);
-  } else if (!links.empty() || railsLost) {
+  } else if (!links.empty() || railsLost || railsBack) {
     std::string unreachable;
     d.changes = changes;
     takeLinkChanges(comm, changes);
@@ -393,7 +395,11 @@ Result coordinate(snclComm* comm, Message mine, std::vector<int> dead, std::vect
     if (routed && canRetry) {
       d.verdict = int32_t(Verdict::Retry);
       d.code = snclSuccess;
-      text = fmt::format("{} lost; rerouting", lost);
+      // A rail back on some rank: the transports' reset takes it if it answers on all.
+      const std::string back = railsBack ? fmt::format("{} answer again", lostText(g, {}, railsBack))
+                                         : std::string();
+      text = lost.empty() ? back + "; taking back what answers everywhere"
+                          : fmt::format("{} lost; rerouting{}", lost, back.empty() ? "" : "; " + back);
       if (needCatchUp) {
         text += span == 1 ? fmt::format("; call #{} is run again by every rank", highEnd)
                           : fmt::format("; calls #{} to #{} are run again by every rank", lowSeq + 1, highEnd);
@@ -620,7 +626,7 @@ Result faultAgree(snclComm* comm, uint64_t seq, Result cause, const std::string&
   mine.canRetry = canRetry ? 1 : 0;
   mine.seq = seq;
   for (auto& t : comm->transports) {
-    mine.rails |= t->railsUsable(), mine.railsLost |= t->railsLost();
+    mine.rails |= t->railsUsable(), mine.railsLost |= t->railsLost(), mine.railsBack |= t->railsBack();
     mine.changes = std::max(mine.changes, t->linkChangesLogged());
   }
   mine.oldest = oldestKept(comm, seq);

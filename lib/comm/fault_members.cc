@@ -25,7 +25,9 @@ struct ShrinkHeader {
   char text[400];
 };
 
-uint32_t shrinkTag(ShrinkKind kind, uint32_t instance) { return 0xfb000000u | ((instance & 0x3fffffu) << 2) | kind; }
+uint32_t shrinkTag(ShrinkKind kind, uint32_t instance) {
+  return bootstrap_tags::kShrink | ((instance & 0x3fffffu) << 2) | kind;
+}
 
 class ShrinkMessage {
  public:

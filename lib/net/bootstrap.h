@@ -28,6 +28,15 @@ Result bootstrapIdFromEnv(snclUniqueId* id, bool isRoot);
 // before any connection is tried).
 Result bootstrapCheckId(const snclUniqueId& id);
 
+// Tags of Bootstrap::send/recv/tryRecv: one space per user, so that two never meet (a
+// message read under another's tag fails its size check or is taken for the wrong thing).
+namespace bootstrap_tags {
+constexpr uint32_t kFaultRound = 0xfa000000u;    // lib/comm/fault.cc: | (round << 2) | kind
+constexpr uint32_t kShrink = 0xfb000000u;        // lib/comm/fault_members.cc: | (instance << 2) | kind
+constexpr uint32_t kRevoke = 0xfc000001u;        // lib/comm/fault.cc: snclCommRevoke's notice
+constexpr uint32_t kRailsDrained = 0xfc000002u;  // transports/ofi/ofi_rails.cc: before a reset closes rails
+}  // namespace bootstrap_tags
+
 class Bootstrap {
  public:
   // Meets the other ranks at the root named by id. Fails with InvalidArgument when ranks

@@ -196,9 +196,12 @@ class Transport {
   // has no rails); railsLost: those it lost since (their requests failed). The agreement
   // decides a rail lost while another remains like a link lost with another route (Retry),
   // none remaining like a link without one (LinkLost); more than one rail turns SNCL_RETRY
-  // on by default.
+  // on by default. railsBack: rails lost earlier that answer again here; a transport that
+  // would have them back says faultPending(), and the reset of the round it starts takes
+  // back those that answer on every rank.
   virtual uint32_t railsUsable() const { return 0; }
   virtual uint32_t railsLost() const { return 0; }
+  virtual uint32_t railsBack() const { return 0; }
   // Adds this transport's counters to *out; any thread may ask (relaxed reads). Transports
   // that do not count leave it as it is.
   virtual void addCounters(TransportCounters* out) const { (void)out; }

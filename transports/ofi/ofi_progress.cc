@@ -417,7 +417,7 @@ void OfiTransport::releaseRequest(uint32_t index) {
   if (r.queued) unlink(r.isSend ? peers_[r.peer].sends : peers_[r.peer].recvs, index);
   if (r.mrEntry >= 0) registrar_.release(r.mrEntry);
   r.active = false;
-  const uint16_t gen = static_cast<uint16_t>(r.gen + 1);
+  const uint16_t gen = static_cast<uint16_t>((r.gen + 1) & kGenMask);
   r.gen = gen ? gen : 1;  // ids never carry generation 0
   freeRequests_.push_back(index);
 }

@@ -14,9 +14,7 @@
 // stays free.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,11 +55,14 @@ Result OfiTransport::openRailChecks(const std::string& node, AddressRecord* mine
   return snclSuccess;
 }
 
-bool OfiTransport::interfaceRunning() const {
-  ifreq ifr{};
-  snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", options_.iface.c_str());
-  if (ioctl(ifFd_, SIOCGIFFLAGS, &ifr) != 0) return false;  // the interface is gone
-  return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+std::unique_ptr<RailWatch> OfiTransport::takeWatch() {
+  if (!railChecks_ || probeFd_ < 0) return nullptr;
+  std::vector<sockaddr_in> targets;
+  for (const Peer& p : peers_)
+    if (p.connected && p.probe.sin_port) targets.push_back(p.probe);
+  const int listenFd = probeFd_;
+  probeFd_ = -1;
+  return std::make_unique<RailWatch>(options_.iface, railAddr_, listenFd, std::move(targets));
 }
 
 // Rate-limited; completed: the progress that calls it read a completion of this rail.
@@ -72,7 +73,7 @@ void OfiTransport::checkRail(bool completed) {
   nextRailCheck_ = now + kCheckInterval;
   for (int fd; (fd = accept4(probeFd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) close(fd);  // probes of peers
   if (freeRequests_.size() == requests_.size()) return;  // idle: nothing can stall
-  if (!interfaceRunning()) return loseRail(fmt::format("interface {} is down (no carrier)", options_.iface));
+  if (!interfaceRunning(ifFd_, options_.iface)) return loseRail(fmt::format("interface {} is down (no carrier)", options_.iface));
   if (options_.railDetectMs <= 0 || msBetween(railProgress_, now) < options_.railDetectMs) return;
   std::string why;
   if (!probePeers(&why)) return loseRail(why);

@@ -350,28 +350,33 @@ void OfiTransport::wait(int64_t maxMicros) {
   // under manual progress: sleep only after a read, and not at all when it completed
   // something, which may be what the caller waits for (a sleep there costs the whole
   // timeout whenever the provider does not signal the fd).
-  if (setupDone_ && progress()) return;
+  if (progressNow()) return;
   // With a core of its own (the comm's wait policy), keep reading the CQ for a while
   // before sleeping: a reply over loopback TCP comes back in tens of microseconds, the
   // sleep and wake-up around it cost as much again.
-  if (const int64_t spin = setupDone_ ? std::min(wait_.spinHere(), maxMicros) : 0; spin > 0) {
+  if (const int64_t spin = std::min(spinMicros(), maxMicros); spin > 0) {
     const auto until = Clock::now() + std::chrono::microseconds(spin);
     do {
-      if (progress()) return;
+      if (progressNow()) return;
     } while (Clock::now() < until);
   }
-  pollfd fds[2] = {{abortFd_, POLLIN, 0}, {fabric_.waitFd(), POLLIN, 0}};
-  nfds_t n = 1;
-  if (fabric_.waitFd() >= 0) {
-    // fi_trywait says whether sleeping on the fd is safe: not when completions are queued
-    // (or the provider has work that only a read would do); then return at once.
-    fid* cq = &fabric_.cq()->fid;
-    if (fi_trywait(fabric_.fabric(), &cq, 1) != FI_SUCCESS) return;
-    n = 2;
-  }
+  pollfd fds[2];
+  const int n = sleepFds(fds);
+  if (n < 0) return;
   const int64_t us = std::max<int64_t>(maxMicros, 0);
   const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
-  ppoll(fds, n, &ts, nullptr);
+  ppoll(fds, nfds_t(n), &ts, nullptr);
+}
+
+int OfiTransport::sleepFds(pollfd fds[2]) {
+  fds[0] = {abortFd_, POLLIN, 0};
+  if (fabric_.waitFd() < 0) return 1;
+  // fi_trywait says whether sleeping on the fd is safe: not when completions are queued
+  // (or the provider has work that only a read would do); then return at once.
+  fid* cq = &fabric_.cq()->fid;
+  if (fi_trywait(fabric_.fabric(), &cq, 1) != FI_SUCCESS) return -1;
+  fds[1] = {fabric_.waitFd(), POLLIN, 0};
+  return 2;
 }
 
 void OfiTransport::abort() {

@@ -74,6 +74,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 
 #include <atomic>
@@ -86,6 +87,7 @@
 #include "transports/ofi/ofi.h"
 #include "transports/ofi/ofi_fabric.h"
 #include "transports/ofi/ofi_mr.h"
+#include "transports/ofi/ofi_rail_watch.h"
 
 namespace sncl::ofi {
 
@@ -103,10 +105,27 @@ class OfiTransport : public Transport {
   void wait(int64_t maxMicros) override;
   void abort() override;
 
+  // Request ids are (generation << 16 | index) with generations below 2^11: the top five
+  // bits are free for the rail that a request went on (ofi_rails.cc).
+  static constexpr RequestId kIdBits = 27;
+
   bool railLost() const { return railLost_; }  // rail checks only (ofi_rail_health.cc)
+  // A lost rail's watch (ofi_rail_watch.h), with this rail's probe listener: peers that
+  // probe the rail keep being answered after the endpoint is parked. Null without rail checks.
+  std::unique_ptr<RailWatch> takeWatch();
+
+  // wait() in parts, for waiting on several rails at once (ofi_rails.cc): one read of the
+  // completion queue (true: it completed something); how long to keep reading before
+  // sleeping; the descriptors to sleep on (-1: not now, a read has work to do).
+  bool progressNow() { return setupDone_ && !aborted_.load(std::memory_order_relaxed) && progress(); }
+  int64_t spinMicros() const { return setupDone_ ? wait_.spinHere() : 0; }
+  int sleepFds(pollfd fds[2]);
+  // Sends posted to the provider and not completed (ofi_rails.cc drains them before a close).
+  bool sendsInFlight() const { return freeTx_.size() != txOps_.size(); }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr uint16_t kGenMask = (1u << (kIdBits - 16)) - 1;
   static constexpr uint64_t kControlBit = 1ull << 63;  // setup's hellos; data tags never set it
   static constexpr int kSeqBits = 40;
   enum class OpKind : uint8_t { Send, Recv, HelloSend, HelloRecv };
@@ -204,7 +223,6 @@ class OfiTransport : public Transport {
   // rail checks (ofi_rail_health.cc)
   Result openRailChecks(const std::string& node, AddressRecord* mine);
   void checkRail(bool completed);
-  bool interfaceRunning() const;
   bool probePeers(std::string* why);
   void loseRail(const std::string& why);
 
