@@ -41,6 +41,35 @@ enum Released { kAtFree, kAtFinalize, kByMpi };
 long built = 0;        // sncl comms
 long released[3] = {};  // by Released
 
+// sncl's deadline for a blocking wait (SNCL_TIMEOUT_MS, as the sncl comm reads it).
+long deadlineMs() {
+  const char* s = std::getenv("SNCL_TIMEOUT_MS");
+  const long ms = s ? std::atol(s) : 0;
+  return ms > 0 ? ms : 60000;
+}
+
+// The release's barrier, within the deadline: a member that never gets there (it died, or
+// the program frees the communicator on some ranks only) leaves this rank to go on alone
+// rather than wait for ever.
+void barrierWithin(MPI_Comm comm, const char* what) {
+  MPI_Request req;
+  if (PMPI_Ibarrier(comm, &req) != MPI_SUCCESS) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlineMs());
+  for (int done = 0;;) {
+    PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() > end) {
+      std::fprintf(stderr,
+                   "sncl_mpi: rank %d: %s: not every rank of the communicator arrived within %ld ms "
+                   "(SNCL_TIMEOUT_MS); its sncl comm is destroyed without waiting for them\n",
+                   rankIn(comm), what, deadlineMs());
+      PMPI_Request_free(&req);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 // Completes e's requests and destroys its sncl comm and stream. barrier: every member
 // calls this at the same point (MPI_Comm_free, MPI_Finalize), so they first wait for each
 // other: a rank that destroyed its comm closes connections a slower peer may still read.
@@ -52,7 +81,7 @@ void release(Entry* e, bool barrier, Released how) {
   }
   completeAllOn(e->stream);
   snclStreamSynchronize(e->stream);  // errors were reported by the calls' own waits
-  if (barrier) PMPI_Barrier(e->mpi);
+  if (barrier) barrierWithin(e->mpi, how == kAtFree ? "MPI_Comm_free" : "MPI_Finalize");
   snclCommDestroy(e->comm);
   snclStreamDestroy(e->stream);
   e->comm = nullptr;
@@ -69,13 +98,6 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
   generation.fetch_add(1, std::memory_order_acq_rel);
   delete e;
   return MPI_SUCCESS;
-}
-
-// sncl's deadline for a blocking wait (SNCL_TIMEOUT_MS, as the sncl comm reads it).
-long deadlineMs() {
-  const char* s = std::getenv("SNCL_TIMEOUT_MS");
-  const long ms = s ? std::atol(s) : 0;
-  return ms > 0 ? ms : 60000;
 }
 
 // Completes an exchange of the comm's setup within the deadline. Every rank reaches the
