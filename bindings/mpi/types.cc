@@ -5,9 +5,46 @@
 namespace sncl_mpi {
 namespace {
 
+// What a call asks of its type: size, extent and true extent. A predefined type never
+// changes and is never freed, so a thread asks MPI once per predefined type it uses (a
+// small call asked up to eleven times per call); a derived one may be freed and its handle
+// reused, so it is asked every time.
+struct Facts {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int size = 0;
+  bool named = false;
+  MPI_Aint lb = 0, extent = 0, trueLb = 0, trueExtent = 0;
+};
+
+Facts ask(MPI_Datatype t) {
+  Facts f;
+  f.type = t;
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  f.named = PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED;
+  if (PMPI_Type_size(t, &f.size) != MPI_SUCCESS || f.size < 0) f.size = 0;
+  PMPI_Type_get_extent(t, &f.lb, &f.extent);
+  PMPI_Type_get_true_extent(t, &f.trueLb, &f.trueExtent);
+  return f;
+}
+
+const Facts& factsOf(MPI_Datatype t) {
+  constexpr size_t kKept = 16;
+  __attribute__((tls_model("initial-exec"))) thread_local Facts kept[kKept];
+  __attribute__((tls_model("initial-exec"))) thread_local size_t next = 0;
+  __attribute__((tls_model("initial-exec"))) thread_local Facts derived;
+  for (const Facts& f : kept)
+    if (f.type == t && f.type != MPI_DATATYPE_NULL) return f;
+  Facts f = ask(t);
+  if (!f.named) return derived = f;
+  Facts& slot = kept[next++ % kKept];
+  slot = f;
+  return slot;
+}
+
 // The one predefined type of t's type map (every constructor's inner types, recursively),
 // or nullopt when it has several. Named types answer themselves, pair types included.
 std::optional<MPI_Datatype> baseOf(MPI_Datatype t, int depth) {
+  if (depth == 0 && factsOf(t).named) return t;
   int ni = 0, na = 0, nd = 0, combiner = 0;
   if (depth > 16 || PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return std::nullopt;
   if (combiner == MPI_COMBINER_NAMED) return t;
@@ -64,26 +101,20 @@ const char* const kWhyType = "datatype sncl cannot reduce";
 const char* const kWhyUserOp = "user-defined op";
 
 size_t typeSize(MPI_Datatype t) {
-  int size = 0;
-  if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0) return 0;
-  return static_cast<size_t>(size);
+  if (t == MPI_DATATYPE_NULL) return 0;
+  return static_cast<size_t>(factsOf(t).size);
 }
 
 ptrdiff_t extentOf(MPI_Datatype t) {
-  MPI_Aint lb = 0, extent = 0;
-  PMPI_Type_get_extent(t, &lb, &extent);
-  return extent;
+  if (t == MPI_DATATYPE_NULL) return 0;
+  return factsOf(t).extent;
 }
 
 bool dense(MPI_Datatype t, long count, ptrdiff_t* offset) {
   if (t == MPI_DATATYPE_NULL) return false;
-  MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
-  int size = 0;
-  PMPI_Type_size(t, &size);
-  PMPI_Type_get_extent(t, &lb, &extent);
-  PMPI_Type_get_true_extent(t, &tlb, &textent);
-  *offset = tlb;
-  return size > 0 && textent == size && (count <= 1 || extent == size);
+  const Facts& f = factsOf(t);
+  *offset = f.trueLb;
+  return f.size > 0 && f.trueExtent == f.size && (count <= 1 || f.extent == f.size);
 }
 
 const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {

@@ -86,7 +86,7 @@ struct GroupState {
   Result error = snclSuccess;
   std::string message;
 };
-thread_local GroupState group;
+SNCL_THREAD_LOCAL GroupState group;
 
 }  // namespace
 

@@ -36,6 +36,7 @@ sncl::Result snclStream::enqueue(const sncl::GroupTask* tasks, size_t n, int64_t
   if (size_ == 0) headSince_ = sncl::Clock::now();
   ++size_;
   ++queued_;
+  idle_.store(false, std::memory_order_release);
   for (size_t i = 0; i < n; ++i) tasks[i].comm->inflight.fetch_add(1);
   // Work the waiter runs needs no wake-up, unless the stream's thread sleeps without a
   // timeout (it then starts counting kUnclaimedMicros).
@@ -79,6 +80,7 @@ void snclStream::runHead(std::unique_lock<std::mutex>& lock, bool onHelper) {
   ++finished_;
   head_ = (head_ + 1) % kCapacity;
   --size_;
+  idle_.store(size_ == 0 && error_ == snclSuccess, std::memory_order_release);
   running_ = false;
   const auto now = sncl::Clock::now();
   if (size_ > 0) headSince_ = now;
@@ -135,11 +137,13 @@ sncl::Result snclStream::synchronize() {
     sncl::recordError(r, errorMsg_);
     error_ = snclSuccess;
     errorMsg_.clear();
+    idle_.store(size_ == 0, std::memory_order_release);
   }
   return r;
 }
 
 sncl::Result snclStream::query() {
+  if (idle_.load(std::memory_order_acquire)) return snclSuccess;
   std::lock_guard<std::mutex> lock(mu_);
   if (size_ > 0) return snclInProgress;
   return error_;

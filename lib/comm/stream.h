@@ -12,6 +12,7 @@
 // sleeps when idle.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -89,6 +90,9 @@ struct snclStream {
   sncl::Clock::time_point lastWaiterWork_;  // when an item the waiter drives last finished
   sncl::Result error_ = snclSuccess;
   std::string errorMsg_;
+  // size_ == 0 and error_ == success, written under mu_ where either changes: query() reads
+  // it without the lock (the MPI drop-in asks before every blocking call).
+  std::atomic<bool> idle_{true};
   uint64_t queued_ = 0;    // items ever queued
   uint64_t finished_ = 0;  // items ever finished (they finish in queue order)
   // The first item that ever failed (never cleared: every later event covers it).
