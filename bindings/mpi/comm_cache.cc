@@ -33,7 +33,7 @@ struct LastLookup {
   Entry* entry = nullptr;
   uint64_t generation = UINT64_MAX;
 };
-__attribute__((tls_model("initial-exec"))) thread_local LastLookup last;
+SNCL_MPI_THREAD_LOCAL LastLookup last;
 std::vector<Entry*> live;  // for MPI_Finalize, which does not free every communicator
 long lastOrder = 0;        // the largest order of a comm this rank built
 

@@ -150,7 +150,7 @@ void driveMpiProgress() {
 // Set while this thread runs sncl calls itself (a blocking call inline, or queued calls
 // that a query runs on the waiting thread when the rank has no spare core): only the
 // application's thread may call MPI (a stream's thread may not, below MPI_THREAD_MULTIPLE).
-__attribute__((tls_model("initial-exec"))) thread_local bool runningInline = false;
+SNCL_MPI_THREAD_LOCAL bool runningInline = false;
 
 struct Inline {
   Inline() : was(runningInline) { runningInline = true; }
@@ -183,7 +183,7 @@ snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& qu
 namespace {
 
 constexpr size_t kSpareJobs = 4;
-__attribute__((tls_model("initial-exec"))) thread_local std::vector<std::unique_ptr<Job>> spareJobs;
+SNCL_MPI_THREAD_LOCAL std::vector<std::unique_ptr<Job>> spareJobs;
 
 void recycle(std::unique_ptr<Job> job) {
   if (!job || spareJobs.size() >= kSpareJobs) return;

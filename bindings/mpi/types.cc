@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "bindings/mpi/common.h"
+
 namespace sncl_mpi {
 namespace {
 
@@ -29,9 +31,9 @@ Facts ask(MPI_Datatype t) {
 
 const Facts& factsOf(MPI_Datatype t) {
   constexpr size_t kKept = 16;
-  __attribute__((tls_model("initial-exec"))) thread_local Facts kept[kKept];
-  __attribute__((tls_model("initial-exec"))) thread_local size_t next = 0;
-  __attribute__((tls_model("initial-exec"))) thread_local Facts derived;
+  SNCL_MPI_THREAD_LOCAL Facts kept[kKept];
+  SNCL_MPI_THREAD_LOCAL size_t next = 0;
+  SNCL_MPI_THREAD_LOCAL Facts derived;
   for (const Facts& f : kept)
     if (f.type == t && f.type != MPI_DATATYPE_NULL) return f;
   Facts f = ask(t);

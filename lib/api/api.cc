@@ -48,7 +48,7 @@ struct LastLive {
   const void* handle = nullptr;
   uint64_t removals = 0;
 };
-SNCL_THREAD_LOCAL LastLive lastComm, lastStream;
+thread_local LastLive lastComm, lastStream;
 
 void registerHandle(std::unordered_set<const void*>& set, const void* p) {
   std::lock_guard<std::mutex> lock(handles().mu);

@@ -238,7 +238,7 @@ Result pointToPoint(sncl::CollType coll, const void* sendbuff, void* recvbuff, s
 // The calling thread's v-call, built in place: its arrays' copy reuses the capacity of the
 // previous call's. A call that runs now runs from it as it is; a queued one is copied into
 // the group or into a stream slot (which keeps its own capacity).
-SNCL_THREAD_LOCAL sncl::GroupTask vTask;
+thread_local sncl::GroupTask vTask;
 
 sncl::CollOp& newVOp(sncl::CollType coll, const void* in, void* out, size_t count, snclDataType_t type) {
   std::vector<size_t> layout = std::move(vTask.op.layout);

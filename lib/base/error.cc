@@ -4,8 +4,8 @@
 
 namespace sncl {
 namespace {
-SNCL_THREAD_LOCAL std::string tLastError;
-SNCL_THREAD_LOCAL int tExpected = 0;
+thread_local std::string tLastError;
+thread_local int tExpected = 0;
 }  // namespace
 
 ExpectedErrors::ExpectedErrors() { ++tExpected; }

@@ -39,13 +39,6 @@ const char* resultName(Result r);
 
 }  // namespace sncl
 
-// Thread-local state read on every call: the initial-exec model reads it at a fixed offset
-// from the thread pointer, where a shared library's default model calls __tls_get_addr
-// (7% of a small All-Reduce under the MPI drop-in). sncl's libraries are loaded with the
-// program or preloaded; one a program dlopen()s takes the few bytes these need from
-// glibc's static TLS reserve.
-#define SNCL_THREAD_LOCAL __attribute__((tls_model("initial-exec"))) thread_local
-
 #define SNCL_CHECK(expr)                           \
   do {                                             \
     ::sncl::Result sncl_r_ = (expr);               \

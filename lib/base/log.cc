@@ -10,8 +10,6 @@
 #include <mutex>
 #include <string>
 
-#include "lib/base/error.h"
-
 namespace sncl::log {
 namespace {
 
@@ -24,7 +22,7 @@ Level parseLevel() {
   return Level::Warn;
 }
 
-SNCL_THREAD_LOCAL int tRank = -1;
+thread_local int tRank = -1;
 
 unsigned parseSubsys() {
   const char* v = std::getenv("SNCL_DEBUG_SUBSYS");

@@ -6,13 +6,11 @@
 #include <chrono>
 #include <ctime>
 
-#include "lib/base/error.h"
-
 namespace sncl::trace {
 namespace {
 
-SNCL_THREAD_LOCAL uint32_t cachedTid = 0;
-SNCL_THREAD_LOCAL Role role = Role::Caller;
+thread_local uint32_t cachedTid = 0;
+thread_local Role role = Role::Caller;
 
 }  // namespace
 

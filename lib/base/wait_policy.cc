@@ -1,10 +1,8 @@
 #include "lib/base/wait_policy.h"
 
-#include "lib/base/error.h"
-
 namespace sncl {
 namespace {
-SNCL_THREAD_LOCAL int noSpinDepth = 0;
+thread_local int noSpinDepth = 0;
 }  // namespace
 
 int64_t WaitPolicy::spinHere() const {

@@ -86,7 +86,7 @@ struct GroupState {
   Result error = snclSuccess;
   std::string message;
 };
-SNCL_THREAD_LOCAL GroupState group;
+thread_local GroupState group;
 
 }  // namespace
 
