@@ -48,26 +48,28 @@ long deadlineMs() {
   return ms > 0 ? ms : 60000;
 }
 
+// Tests req until it completes (true) or SNCL_TIMEOUT_MS passed (false).
+bool testWithin(MPI_Request* req) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlineMs());
+  for (int done = 0;;) {
+    PMPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 // The release's barrier, within the deadline: a member that never gets there (it died, or
 // the program frees the communicator on some ranks only) leaves this rank to go on alone
 // rather than wait for ever.
 void barrierWithin(MPI_Comm comm, const char* what) {
   MPI_Request req;
-  if (PMPI_Ibarrier(comm, &req) != MPI_SUCCESS) return;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlineMs());
-  for (int done = 0;;) {
-    PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (std::chrono::steady_clock::now() > end) {
-      std::fprintf(stderr,
-                   "sncl_mpi: rank %d: %s: not every rank of the communicator arrived within %ld ms "
-                   "(SNCL_TIMEOUT_MS); its sncl comm is destroyed without waiting for them\n",
-                   rankIn(comm), what, deadlineMs());
-      PMPI_Request_free(&req);
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  if (PMPI_Ibarrier(comm, &req) != MPI_SUCCESS || testWithin(&req)) return;
+  std::fprintf(stderr,
+               "sncl_mpi: rank %d: %s: not every rank of the communicator arrived within %ld ms "
+               "(SNCL_TIMEOUT_MS); its sncl comm is destroyed without waiting for them\n",
+               rankIn(comm), what, deadlineMs());
+  PMPI_Request_free(&req);
 }
 
 // Completes e's requests and destroys its sncl comm and stream. barrier: every member
@@ -105,19 +107,12 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
 // that waits past it means an erroneous program (ranks in different collectives): it says
 // so and aborts rather than wait for ever.
 void finishWithin(MPI_Request* req, MPI_Comm comm, const char* what) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadlineMs());
-  for (int done = 0;;) {
-    PMPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (std::chrono::steady_clock::now() > end) {
-      std::fprintf(stderr,
-                   "sncl_mpi: rank %d: %s of a new sncl comm: not every rank of the communicator arrived within "
-                   "%ld ms (SNCL_TIMEOUT_MS); do the ranks make the same collective calls?\n",
-                   rankIn(comm), what, deadlineMs());
-      PMPI_Abort(comm, 1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  if (testWithin(req)) return;
+  std::fprintf(stderr,
+               "sncl_mpi: rank %d: %s of a new sncl comm: not every rank of the communicator arrived within "
+               "%ld ms (SNCL_TIMEOUT_MS); do the ranks make the same collective calls?\n",
+               rankIn(comm), what, deadlineMs());
+  PMPI_Abort(comm, 1);
 }
 
 // Collective over comm: rank 0 makes the id, a broadcast shares it, and an all-reduce of

@@ -44,7 +44,6 @@ Handles& handles() {
 // that calls on one comm again and again checks it without the lock (two of them per call,
 // about a tenth of a small call's own time).
 struct LastLive {
-  const void* set = nullptr;
   const void* handle = nullptr;
   uint64_t removals = 0;
 };
@@ -62,10 +61,10 @@ bool unregisterHandle(std::unordered_set<const void*>& set, const void* p) {
 bool isLive(std::unordered_set<const void*>& set, const void* p) {
   LastLive& last = &set == &handles().comms ? lastComm : lastStream;
   const uint64_t removals = handles().removals.load(std::memory_order_acquire);
-  if (last.handle == p && last.set == &set && last.removals == removals) return true;
+  if (last.handle == p && last.removals == removals) return true;
   std::lock_guard<std::mutex> lock(handles().mu);
   if (set.count(p) == 0) return false;
-  last = {&set, p, handles().removals.load(std::memory_order_relaxed)};
+  last = {p, handles().removals.load(std::memory_order_relaxed)};
   return true;
 }
 
