@@ -203,13 +203,18 @@ TEST_CASE("ofi rails: with every rail down each rank fails with an error naming 
   }
 }
 
+// Adds rank 0's progress reported so far to *callsSeen.
+static void drainProgress(int progressFd, int* callsSeen) {
+  char buf[256];
+  for (ssize_t n; (n = read(progressFd, buf, sizeof(buf))) > 0;) *callsSeen += int(n);
+}
+
 // Waits until done() or the deadline, reading rank 0's progress meanwhile; false at the deadline.
 template <typename Done>
 bool awaitJob(int progressFd, int* callsSeen, int64_t ms, Done done) {
   const sncl::Deadline deadline = sncl::Deadline::afterMs(ms);
   while (!done()) {
-    char buf[256];
-    for (ssize_t n; (n = read(progressFd, buf, sizeof(buf))) > 0;) *callsSeen += int(n);
+    drainProgress(progressFd, callsSeen);
     if (deadline.expired()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -244,9 +249,17 @@ TEST_CASE("ofi rails: a rail pulled and put back five times returns to service e
     const int from = calls;
     REQUIRE(awaitJob(fds[0], &calls, 20000, [&] { return calls >= from + gap; }));
     REQUIRE(hosts.setLink(host, kLinks[0], false));
+    // Calls counted from here ran after the pull (rank 0 reports calls ahead of this
+    // loop, more so while `ip` is slow under load: they would end the pull before anyone
+    // needed rail0, and TCP would ride through it unnoticed).
+    drainProgress(fds[0], &calls);
     const int pulledAt = calls;
+    const auto pulledTime = std::chrono::steady_clock::now();
     INFO("cycle " << cycle << ": rail0 of host " << host << " pulled at call " << pulledAt);
-    REQUIRE(awaitJob(fds[0], &calls, 20000, [&] { return calls >= pulledAt + gap; }));  // going on over rail1
+    // Going on over rail1, the loss found (a stall takes 1 s to be one).
+    REQUIRE(awaitJob(fds[0], &calls, 20000, [&] {
+      return calls >= pulledAt + gap && std::chrono::steady_clock::now() - pulledTime > std::chrono::milliseconds(1500);
+    }));
     const std::vector<uint64_t> before = sent();
     REQUIRE(hosts.setLink(host, kLinks[0], true));
     const int backAt = calls;
