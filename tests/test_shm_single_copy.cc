@@ -6,6 +6,7 @@
 // rank threads or children).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/mman.h>
@@ -261,6 +262,47 @@ TEST_CASE("shm single copy: counters of a known send: once through the path, twi
       });
     }
   }
+}
+
+TEST_CASE("shm single copy: by default, with a core per rank, one-way calls take the path", "[shm][cma]") {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) < 2) {
+    WARN("skipped: 2 ranks need 2 CPUs here to have a core each");
+    return;
+  }
+  std::mt19937_64 gen(testSeed());
+  // Random sizes past the threshold and within the one-way limit (4 MiB), none a page multiple.
+  std::uniform_int_distribution<size_t> pick(kThreshold + 1, (4u << 20) - 1);
+  const size_t bcastBytes = pick(gen) | 1, p2pBytes = pick(gen) | 1;
+  INFO("Broadcast of " << bcastBytes << " bytes, a send of " << p2pBytes);
+  unsetenv("SNCL_SHM_CMA");  // the default: the path for one-way calls only
+  runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
+    int8_t one = 1;
+    SNCL_OK(comm, snclAllReduce(&one, &one, 1, snclInt8, snclSum, comm, nullptr));
+    const int root = static_cast<int>(bcastBytes % 2);
+    std::vector<unsigned char> buf(bcastBytes, rank == root ? 0 : 0xee);
+    if (rank == root)
+      for (size_t i = 0; i < bcastBytes; ++i) buf[i] = static_cast<unsigned char>(i * 131 + 7);
+    snclCounters_t before = counters(comm);
+    SNCL_OK(comm, snclBroadcast(buf.data(), buf.data(), bcastBytes, snclUint8, root, comm, nullptr));
+    snclCounters_t after = counters(comm);
+    for (size_t i = 0; i < bcastBytes; ++i)
+      BODY_CHECK(buf[i] == static_cast<unsigned char>(i * 131 + 7), "Broadcast: byte {} is {}", i, buf[i]);
+    // The root's transport copies nothing: the receiver reads the root's buffer.
+    if (rank == root)
+      BODY_CHECK(after.bytesCopied == before.bytesCopied, "the Broadcast's root copied {} bytes",
+                 after.bytesCopied - before.bytesCopied);
+    std::vector<unsigned char> msg(p2pBytes, static_cast<unsigned char>(rank + 1));
+    before = counters(comm);
+    if (rank == 0) SNCL_OK(comm, snclSend(msg.data(), p2pBytes, snclUint8, 1, comm, nullptr));
+    else SNCL_OK(comm, snclRecv(msg.data(), p2pBytes, snclUint8, 0, comm, nullptr));
+    after = counters(comm);
+    BODY_CHECK(after.bytesCopied - before.bytesCopied == (rank == 0 ? 0 : p2pBytes), "rank {} copied {} bytes", rank,
+               after.bytesCopied - before.bytesCopied);
+    if (rank == 1)
+      for (size_t i = 0; i < p2pBytes; ++i) BODY_CHECK(msg[i] == 1, "Send/Recv: byte {} is {}", i, msg[i]);
+    return "";
+  });
 }
 
 TEST_CASE("shm single copy: snclCommGetCounters checks its arguments", "[shm][cma]") {

@@ -56,6 +56,14 @@ struct RecvSink {
   void* dst = nullptr;
 };
 
+// What the comm tells its transports of a call, for choosing their own data paths.
+struct CallHints {
+  // Data only moves, from a root to the others or the other way (Broadcast, Gather,
+  // Scatter, their v-forms), or as sends and receives: nothing received is reduced, and a
+  // collective's ranks do not all send and receive the bulk of it at once.
+  bool oneWay = false;
+};
+
 // Bytes a transport moved for this rank since setup (summed over resets): what it sent and
 // received, and the bytes it copied through memory itself (shm: into FIFO slots and
 // single-copy reads; deliveries to a sink are the sink's to count).
@@ -146,8 +154,9 @@ class Transport {
 
   // Bracket one call of the comm (a collective, or a group's sends and receives), on the
   // thread that runs it. A transport that models time (bus) measures calls by them and
-  // counts them for fault triggers; the others ignore them.
-  virtual void callBegin() {}
+  // counts them for fault triggers; shm picks its data path for the call's messages from
+  // the hints; ofi probes its lost rails.
+  virtual void callBegin(const CallHints& hints) { (void)hints; }
   virtual void callEnd() {}
   // Before the planner chooses for the comm's collective number seq (0 = first). A
   // transport that changes the comm's topology (bus: a link back up or degraded) applies

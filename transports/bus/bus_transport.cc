@@ -373,7 +373,8 @@ void BusTransport::abort() {
   if (inner_) inner_->abort();
 }
 
-void BusTransport::callBegin() {
+void BusTransport::callBegin(const CallHints& hints) {
+  if (inner_) inner_->callBegin(hints);
   ++calls_;
   inCall_ = true;
   callStartNs_ = wallNs();
@@ -382,6 +383,7 @@ void BusTransport::callBegin() {
 }
 
 void BusTransport::callEnd() {
+  if (inner_) inner_->callEnd();
   inCall_ = false;
   lastCallWallNs_ = cursorNs_ > callStartNs_ ? cursorNs_ - callStartNs_ : 0;
   totalWallNs_ += lastCallWallNs_;

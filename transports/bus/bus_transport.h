@@ -58,7 +58,7 @@ class BusTransport : public Transport, public BusControl {
   Result test(RequestId req, bool* done) override;
   void wait(int64_t maxMicros) override;
   void abort() override;
-  void callBegin() override;
+  void callBegin(const CallHints& hints) override;
   void callEnd() override;
   void beforePlan(uint64_t seq) override;
   bool faultPending() override;

@@ -139,7 +139,7 @@ class OfiRails final : public Transport {
   }
 
   // The lost rails' watches probe between collectives (ofi_rail_watch.h).
-  void callBegin() override {
+  void callBegin(const CallHints&) override {
     if (!watched_) return;
     const Clock::time_point now = Clock::now();
     for (auto& w : watches_)

@@ -22,6 +22,7 @@ struct Request {
   size_t bytes = 0;
   size_t doneBytes = 0;  // sent: copied into slots; received: delivered to the sink
   const char* sendData = nullptr;
+  bool singleCopy = false;  // send: read by the receiver out of sendData (decided when posted)
   // Single-copy messages (shm_single_copy.cc). Send: its number among the pair's
   // single-copy sends, done once the receiver's cmaDone reaches it. Receive: where the
   // message is in the sender's address space (0: it streams through the FIFO).

@@ -65,6 +65,8 @@ Result ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t byte
   r->tag = tag;
   r->bytes = bytes;
   r->sendData = static_cast<const char*>(data);
+  r->singleCopy = singleCopy_ && bytes >= options_.singleCopyMinBytes &&
+                  (singleCopyAlways_ || (oneWay_ && bytes <= options_.singleCopyMovesMaxBytes));
   p->sends.push(r);
   activate(*p);
   return snclSuccess;
@@ -150,7 +152,7 @@ bool ShmTransport::progressSends(Peer& p) {
     SharedRef ref;
     const bool viaShared = sharedBuffers_ && r->bytes >= options_.sharedMinBytes &&
                            (p.sameProcess || sharedFind(r->sendData, r->bytes, &ref));
-    if (viaShared || (singleCopy_ && r->bytes >= options_.singleCopyMinBytes)) {
+    if (viaShared || r->singleCopy) {
       if (budget-- == 0 || !postSingleCopy(p, *r, viaShared && !p.sameProcess ? &ref : nullptr)) return moved;
       p.acks.push(p.sends.pop());  // done when the receiver acknowledges it
       moved = true;

@@ -36,6 +36,8 @@ class ResettableShm final : public Transport {
   }
   Result test(RequestId req, bool* done) override { return inner_->test(req, done); }
   void wait(int64_t maxMicros) override { inner_->wait(maxMicros); }
+  void callBegin(const CallHints& hints) override { inner_->callBegin(hints); }
+  void callEnd() override { inner_->callEnd(); }
   void abort() override {
     std::lock_guard<std::mutex> lock(mu_);  // abort may come from another thread than a reset
     aborted_ = true;

@@ -29,6 +29,7 @@ ShmOptions ShmOptions::fromEnv() {
   o.singleCopyAuto = !cma || cma->empty();
   o.singleCopy = o.singleCopyAuto || env::integer("SNCL_SHM_CMA", 1) != 0;
   o.singleCopyMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MIN_BYTES", o.singleCopyMinBytes));
+  o.singleCopyMovesMaxBytes = env::bytes("SNCL_SHM_CMA_MOVES_MAX_BYTES", o.singleCopyMovesMaxBytes);
   o.sharedBuffers = env::integer("SNCL_SHM_DIRECT", 1) != 0;
   o.sharedMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_DIRECT_P2P_MIN_BYTES", o.sharedMinBytes));
   o.singleCopyPieceBytes =
@@ -136,12 +137,11 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   // How waits wait: the comm's threading model, from the CPUs of the host's ranks.
   oversubscribed_ = ctx.oversubscribed;
   wait_ = ctx.wait;
-  // By default only with more ranks than cores: there the FIFO's second copy costs a core
-  // another rank needs, while with a core per rank both copies run at once and a send that
-  // waits for its reader is slower (shm.h).
-  std::string noSingleCopy = !options_.singleCopy                             ? "SNCL_SHM_CMA=0"
-                             : options_.singleCopyAuto && !oversubscribed_ ? "a core per rank; SNCL_SHM_CMA=1 forces it"
-                                                                            : "";
+  // For every large message only with more ranks than cores (or forced): there the FIFO's
+  // second copy costs a core another rank needs; with a core per rank only in calls whose
+  // data goes one way (shm.h).
+  std::string noSingleCopy = !options_.singleCopy ? "SNCL_SHM_CMA=0" : "";
+  singleCopyAlways_ = !options_.singleCopyAuto || oversubscribed_;
   if (mapped == snclSuccess)
     for (Peer& p : peers_)
       if (noSingleCopy.empty() && !probeSingleCopy(p, &noSingleCopy)) break;
@@ -198,7 +198,11 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
             cells_.active() ? fmt::format("up to {} bytes per rank{}", cells_.cellBytes(),
                                           sharedBuffers ? ", shared buffers mapped in place" : "")
                             : std::string("off"),
-            singleCopy_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10) : std::string("off"),
+            singleCopy_ ? fmt::format("from {} KiB{}", options_.singleCopyMinBytes >> 10,
+                                      singleCopyAlways_ ? ""
+                                                        : fmt::format(" to {} KiB in calls whose data goes one way (a core per rank)",
+                                                                      options_.singleCopyMovesMaxBytes >> 10))
+                        : std::string("off"),
             wait_.spins() ? fmt::format("spinning {} us before sleeping", wait_.spinMicros)
                           : std::string("oversubscribed: no spinning"));
   return snclSuccess;
