@@ -14,8 +14,9 @@ build() {  # build dir, extra cmake args...
   cmake --build "$dir" -j2
 }
 run_tests() {  # build dir, labels to leave out (a regex; "" none)
-  # Tests without ranks two at a time, then the rest one at a time, each beside at most
-  # one test that mostly sleeps (cmake/test_slots.cmake: two slots a test, one for those).
+  # Tests without ranks two at a time, then the busy ones one at a time, each beside at
+  # most one test that mostly sleeps (cmake/test_slots.cmake: two slots a busy test, one a
+  # sleeping one).
   local skip=${2:+|$2}
   ctest --test-dir "$1" --output-on-failure --timeout 900 -L unit ${2:+-LE "$2"} -j2
   ctest --test-dir "$1" --output-on-failure --timeout 900 -LE "unit$skip" -j3

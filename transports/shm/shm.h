@@ -19,16 +19,16 @@ struct ShmOptions {
   bool singleCopy = true;
   // For every message when the host runs more ranks than it has cores; with a core per
   // rank only in calls whose data goes one way (Transport::callBegin's hints). Measured on 2
-  // quiet cores (4 MiB, against the FIFO path): 8 ranks All-Gather 1.9x, Broadcast 2.3x,
-  // All-Reduce 1.5x faster; 2 ranks Send/Recv 2-2.7x faster but All-Reduce 1.4-2x slower,
-  // since with a core per rank the FIFO's two copies overlap the reduction, and a
-  // single-copy send waits for its reader.
+  // quiet cores (4 MiB, against the FIFO path; `mpirun --bind-to none`, snclMemAlloc
+  // buffers, 2026-12-05): 8 ranks All-Gather 1.9x, Broadcast 2.3x, All-Reduce 1.5x faster;
+  // 2 ranks All-Reduce 1.4-2x slower, since with a core per rank the FIFO's two copies
+  // overlap the reduction, and a single-copy send waits for its reader.
   bool singleCopyAuto = false;
   // Below ~256 KiB a process_vm_readv (~1.5 us a call, ~0.2 us a page pinned) costs about
   // what the FIFO's two in-cache copies cost; beyond the cache it costs one copy instead of two.
   size_t singleCopyMinBytes = 256u << 10;
-  // With a core per rank, the largest message of a one-way call that takes it. 2 ranks, 2
-  // cores, heap (against the FIFO path): Broadcast 1.6-2.9x faster from 256 KiB to 4 MiB,
+  // With a core per rank, the largest message of a one-way call that takes it. 2 ranks on 2
+  // cores, plain `mpirun -np 2` (a core per rank), heap buffers (against the FIFO path): Broadcast 1.6-2.9x faster from 256 KiB to 4 MiB,
   // Send/Recv 1.05-1.6x; about even at 16 MiB. (All-Gather and All-to-All, where both ranks
   // read each other's memory at once, were 1.3-2.5x slower with it at 16 MiB and more:
   // they keep the FIFOs.)
