@@ -3,6 +3,9 @@
 // every registration policy, tagged and FI_MSG; and its failures (bad provider, peers
 // that do not resolve or answer, mismatched messages, abort).
 #include <netinet/in.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -244,6 +248,97 @@ TEST_CASE("ofi moves messages exactly over each provider and registration policy
       runRanks(nranks, o, [&](Rank& me) { wrong[me.rank] = exchange(me, kSizes); });
       for (int r = 0; r < nranks; ++r) CHECK(wrong[r] == 0);
     }
+  }
+}
+
+// A stranger (an endpoint of another job, say a replaced rank's old sender still
+// retransmitting to a port the kernel has since given to this job) sends a chunk with
+// the tag of rank 1's first slot for rank 0. Receives directed at their peer never
+// match it: the exchange that follows is exact. Undirected, rank 1 took the stranger's
+// oversized chunk into that slot and failed rank 0 (FI_ETRUNC).
+TEST_CASE("ofi: a stranger's chunk that reaches a rank's endpoint matches none of its receives", "[ofi][transport]") {
+  for (const char* provider : {"tcp;ofi_rxm", "udp;ofi_rxd"}) {
+    if (!providerWorks(provider)) {
+      WARN("provider " << provider << " is not available here; skipped");
+      continue;
+    }
+    INFO("provider " << provider);
+    OfiOptions o;
+    o.provider = provider;
+    o.chunkBytes = 4096;  // the stranger's 8 KiB chunk is larger than a slot
+    o.slots = 2;
+    std::mutex mu;
+    ofi::AddressRecord target{};
+    std::atomic<bool> haveTarget{false}, strangerSent{false}, rank1Ready{false}, done{false};
+    std::string strangerError = "never ran";
+    ssize_t strangerPosted = -1;
+    const auto waitFor = [](const std::atomic<bool>& flag) {
+      const Deadline d = Deadline::afterMs(kDeadlineMs);
+      while (!flag.load() && !d.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return flag.load();
+    };
+    std::thread stranger([&] {
+      if (!waitFor(haveTarget)) return;
+      ofi::Fabric fabric;
+      fi_addr_t addr = 0;
+      std::vector<char> chunk(8192, 'x');
+      fid_mr* mr = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (fabric.open(o, "127.0.0.1", 1, 64) != snclSuccess || fabric.insert(target, 1, &addr) != snclSuccess ||
+            fi_mr_reg(fabric.domain(), chunk.data(), chunk.size(), FI_SEND, 0, 0, 0, &mr, nullptr) != 0) {
+          strangerError = lastError();
+          return;
+        }
+      }
+      fi_context2 ctx{};
+      const Deadline d = Deadline::afterMs(kDeadlineMs);
+      ssize_t rc = -FI_EAGAIN;
+      while (rc == -FI_EAGAIN && !d.expired()) {
+        rc = fi_tsenddata(fabric.ep(), chunk.data(), chunk.size(), fi_mr_desc(mr), 0, addr, 0 /* rank 0, chunk 0 */, &ctx);
+        fi_cq_tagged_entry e;
+        if (rc == -FI_EAGAIN) fi_cq_read(fabric.cq(), &e, 1);
+      }
+      strangerPosted = rc;
+      strangerSent = true;
+      while (!done.load() && !d.expired()) {  // its connection and retransmissions need progress
+        fi_cq_tagged_entry e;
+        fi_cq_read(fabric.cq(), &e, 1);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      fabric.closeEndpoint();
+      fi_close(&mr->fid);
+      strangerError = "";
+    });
+    std::vector<int> wrong(2, -1);
+    runRanks(
+        2, o,
+        [&](Rank& me) {
+          if (me.rank == 1) {
+            // The stranger's chunk arrives first, while rank 1's slots wait for rank 0; its
+            // connection needs rank 1's progress.
+            const Deadline d = Deadline::afterMs(kDeadlineMs);
+            while (!strangerSent.load() && !d.expired()) me.transport->wait(20);
+            const Deadline settle = Deadline::afterMs(300);
+            while (!settle.expired()) me.transport->wait(20);
+            rank1Ready = true;
+          } else {
+            waitFor(rank1Ready);
+          }
+          wrong[me.rank] = exchange(me, {0, 1, 4096, 4097, 12288 + 5});
+        },
+        [&](int rank, void* data, size_t bytes) {
+          if (rank != 0 || bytes != sizeof(ofi::AddressRecord)) return;
+          std::lock_guard<std::mutex> lock(mu);
+          target = static_cast<ofi::AddressRecord*>(data)[1];
+          haveTarget = true;
+        });
+    done = true;
+    stranger.join();
+    INFO("stranger: " << strangerError);
+    REQUIRE(strangerPosted == 0);
+    CHECK(wrong[0] == 0);
+    CHECK(wrong[1] == 0);
   }
 }
 

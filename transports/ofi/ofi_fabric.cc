@@ -25,13 +25,15 @@ struct InfoDeleter {
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
-// RDM endpoints, tagged, or untagged messages received per source (FI_DIRECTED_RECV) in
-// the order they were sent (FI_ORDER_SAS): what the FI_MSG fallback needs to match a
-// peer's messages to the receives posted for it.
+// RDM endpoints, tagged or untagged, receiving per source (FI_DIRECTED_RECV): a slot
+// matches only its peer's address, never a stranger that reached the endpoint's port
+// (a reused port, a sender of an earlier job still retransmitting). Untagged messages
+// arrive in the order they were sent (FI_ORDER_SAS): what the FI_MSG fallback needs to
+// match a peer's messages to the receives posted for it.
 InfoPtr makeHints(bool tagged, const std::string& provider) {
   InfoPtr h(fi_allocinfo());
   if (!h) return h;
-  h->caps = tagged ? FI_TAGGED : (FI_MSG | FI_DIRECTED_RECV);
+  h->caps = (tagged ? FI_TAGGED : FI_MSG) | FI_DIRECTED_RECV;
   h->ep_attr->type = FI_EP_RDM;
   h->mode = FI_CONTEXT | FI_CONTEXT2;  // every operation carries a struct fi_context2
   h->domain_attr->mr_mode = kSupportedMrModes;

@@ -237,7 +237,7 @@ void OfiTransport::postSlots(int peer) {
   while (p.error == snclSuccess && p.postSeq < p.deliverSeq + nSlots_) {
     Op& op = rxOps_[p.firstSlot + p.postSeq % nSlots_];
     ssize_t rc = fabric_.tagged()
-                     ? fi_trecv(ep, op.buf, chunkBytes_, op.desc, FI_ADDR_UNSPEC, chunkTag(peer, p.postSeq), 0, &op.ctx)
+                     ? fi_trecv(ep, op.buf, chunkBytes_, op.desc, p.addr, chunkTag(peer, p.postSeq), 0, &op.ctx)
                      : fi_recv(ep, op.buf, chunkBytes_, op.desc, p.addr, &op.ctx);
     Post result = postResult(rc, peer, "receive from");
     if (result == Post::Blocked && !p.slotsListed) {

@@ -289,7 +289,7 @@ Result OfiTransport::postHellos() {
     const fi_addr_t addr = peers_[p].addr;
     ssize_t rc;
     if (op.kind == OpKind::HelloRecv) {
-      rc = tagged ? fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, chunkTag(p, 0) | kControlBit, 0, &op.ctx)
+      rc = tagged ? fi_trecv(ep, nullptr, 0, nullptr, addr, chunkTag(p, 0) | kControlBit, 0, &op.ctx)
                   : fi_recv(ep, nullptr, 0, nullptr, addr, &op.ctx);
     } else {
       if (p < rank_ && !helloOps_[i - 1].done) continue;  // answered once the lower rank's hello came

@@ -9,9 +9,11 @@
 // so both ends derive it without talking and a receive matches exactly one send. The remote
 // CQ data of each chunk carries (hash of the message's tag, its byte count), which the
 // receiver checks against what it posted: counts or tags that differ across ranks become
-// InvalidArgument errors instead of silently mismatched data. Providers without FI_TAGGED
-// get the same stream over FI_MSG: receives directed at the peer (FI_DIRECTED_RECV) and
-// posted in order, matched in send order (FI_ORDER_SAS).
+// InvalidArgument errors instead of silently mismatched data. Every receive is directed at
+// its peer's address (FI_DIRECTED_RECV): a stranger's message that reaches the endpoint
+// (a port reused from a closed job whose sender still retransmits) matches nothing.
+// Providers without FI_TAGGED get the same stream over FI_MSG: receives posted in order,
+// matched in send order (FI_ORDER_SAS).
 //
 // Sends leave from the user's buffer: as it is when the provider needs no local
 // registration, registered through the cache (ofi_mr.h) when it asks for FI_MR_LOCAL, or
