@@ -220,16 +220,24 @@ TEST_CASE("revoke reaches every rank; the comm shrinks and goes on", "[revoke][p
       snclComm_t comm = nullptr;
       if (snclCommInitRankConfig(&comm, n, id, rank, &config) != snclSuccess) return 2;
       snclResult_t r;
-      for (int call = 0; call < at; ++call)
-        if (!exactCall(comm, seed, 0, call, &r)) return 3;
+      // The revoker may finish a call before a peer has (its last sends only need to be
+      // out): then the revoke interrupts the peer's call in flight, as it should.
+      const auto revokedText = "revoked by rank " + std::to_string(revoker);
+      bool revokedEarly = false;
+      for (int call = 0; call < at && !revokedEarly; ++call) {
+        if (exactCall(comm, seed, 0, call, &r)) continue;
+        if (rank == revoker || r != snclRemoteError ||
+            std::string(snclGetLastError(comm)).find(revokedText) == std::string::npos)
+          return 3;
+        revokedEarly = true;
+      }
       if (snclCommRevoke(comm, 0x4) != snclInvalidArgument) return 4;
       const auto t0 = std::chrono::steady_clock::now();
       if (rank == revoker) {
         if (snclCommRevoke(comm, SNCL_REVOKE_DEFAULT) != snclSuccess) return 5;
-      } else {
+      } else if (!revokedEarly) {
         if (exactCall(comm, seed, 0, at, &r, false) || r != snclRemoteError) return 6;
-        if (std::string(snclGetLastError(comm)).find("revoked by rank " + std::to_string(revoker)) == std::string::npos)
-          return 7;
+        if (std::string(snclGetLastError(comm)).find(revokedText) == std::string::npos) return 7;
         // Told, not timed out.
         if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) return 8;
       }

@@ -264,18 +264,20 @@ TEST_CASE("shm single copy: counters of a known send: once through the path, twi
   }
 }
 
-TEST_CASE("shm single copy: by default, with a core per rank, one-way calls take the path", "[shm][cma]") {
+TEST_CASE("shm single copy: by default, with a core per rank, calls that reduce nothing take the path",
+          "[shm][cma]") {
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) < 2) {
     WARN("skipped: 2 ranks need 2 CPUs here to have a core each");
     return;
   }
   std::mt19937_64 gen(testSeed());
-  // Random sizes past the threshold and within the one-way limit (4 MiB), none a page multiple.
-  std::uniform_int_distribution<size_t> pick(kThreshold + 1, (4u << 20) - 1);
-  const size_t bcastBytes = pick(gen) | 1, p2pBytes = pick(gen) | 1;
-  INFO("Broadcast of " << bcastBytes << " bytes, a send of " << p2pBytes);
-  unsetenv("SNCL_SHM_CMA");  // the default: the path for one-way calls only
+  // Random sizes within the default limits (32 KiB to 4 MiB), none a page multiple.
+  std::uniform_int_distribution<size_t> pick((32u << 10) + 1, (4u << 20) - 1);
+  const size_t bcastBytes = pick(gen) | 1, p2pBytes = pick(gen) | 1, gatherBytes = pick(gen) | 1;
+  INFO("Broadcast of " << bcastBytes << " bytes, a send of " << p2pBytes << ", All-Gather of " << gatherBytes
+                       << " per rank");
+  unsetenv("SNCL_SHM_CMA");  // the default: the path for calls that reduce nothing
   runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
     int8_t one = 1;
     SNCL_OK(comm, snclAllReduce(&one, &one, 1, snclInt8, snclSum, comm, nullptr));
@@ -301,6 +303,19 @@ TEST_CASE("shm single copy: by default, with a core per rank, one-way calls take
                after.bytesCopied - before.bytesCopied);
     if (rank == 1)
       for (size_t i = 0; i < p2pBytes; ++i) BODY_CHECK(msg[i] == 1, "Send/Recv: byte {} is {}", i, msg[i]);
+    // Both ranks read each other's part at once: each copies its own part into place and
+    // reads its peer's, twice its part in all (through the FIFOs: three times).
+    std::vector<unsigned char> part(gatherBytes), all(2 * gatherBytes, 0xee);
+    for (size_t i = 0; i < gatherBytes; ++i) part[i] = static_cast<unsigned char>(rank * 97 + i * 13);
+    before = counters(comm);
+    SNCL_OK(comm, snclAllGather(part.data(), all.data(), gatherBytes, snclUint8, comm, nullptr));
+    after = counters(comm);
+    BODY_CHECK(after.bytesCopied - before.bytesCopied == 2 * gatherBytes, "All-Gather: rank {} copied {} bytes", rank,
+               after.bytesCopied - before.bytesCopied);
+    for (int r = 0; r < 2; ++r)
+      for (size_t i = 0; i < gatherBytes; ++i)
+        BODY_CHECK(all[r * gatherBytes + i] == static_cast<unsigned char>(r * 97 + i * 13),
+                   "All-Gather: byte {} of rank {}'s part is {}", i, r, all[r * gatherBytes + i]);
     return "";
   });
 }

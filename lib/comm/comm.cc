@@ -374,12 +374,6 @@ uint32_t callSignature(const CollOp& op, size_t elemSize) {
   return uint32_t((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
 }
 
-// Whether op's data goes one way between a root and the others (CallHints::oneWay).
-bool movesOneWay(CollType c) {
-  return c == CollType::Broadcast || c == CollType::Gather || c == CollType::Scatter || c == CollType::GatherV ||
-         c == CollType::ScatterV;
-}
-
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
@@ -432,7 +426,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
     args.input = scaled;
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
-  for (auto& t : comm->transports) t->callBegin(CallHints{.oneWay = movesOneWay(op.coll)});
+  for (auto& t : comm->transports) t->callBegin(CallHints{.reduces = reduces(op.coll)});
   keepStart(comm, op, plan, shape, args);
   const Result r = runWithRetry(comm, op, plan, args);
   for (auto& t : comm->transports) t->callEnd();

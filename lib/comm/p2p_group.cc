@@ -19,7 +19,7 @@ constexpr uint64_t kPointToPointSeq = 0xffffffff;
 // With retry on, its failures are the agreement's to judge (logged at INFO; a group that
 // fails for good says why at WARN when it returns).
 Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
-  for (auto& t : comm->transports) t->callBegin(CallHints{.oneWay = true});
+  for (auto& t : comm->transports) t->callBegin(CallHints{});
   std::optional<ExpectedErrors> expected;
   if (comm->fault.retry) expected.emplace();
   const Result r = comm->executor->run(schedule, args);

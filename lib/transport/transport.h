@@ -58,10 +58,10 @@ struct RecvSink {
 
 // What the comm tells its transports of a call, for choosing their own data paths.
 struct CallHints {
-  // Data only moves, from a root to the others or the other way (Broadcast, Gather,
-  // Scatter, their v-forms), or as sends and receives: nothing received is reduced, and a
-  // collective's ranks do not all send and receive the bulk of it at once.
-  bool oneWay = false;
+  // What a rank receives is combined with a reduction op (All-Reduce, Reduce,
+  // Reduce-Scatter, scans), rather than only moved (the other collectives, sends and
+  // receives).
+  bool reduces = false;
 };
 
 // Bytes a transport moved for this rank since setup (summed over resets): what it sent and

@@ -18,20 +18,23 @@ struct ShmOptions {
   // every rank of the comm enables it and can read its peers (probed at setup).
   bool singleCopy = true;
   // For every message when the host runs more ranks than it has cores; with a core per
-  // rank only in calls whose data goes one way (Transport::callBegin's hints). Measured on 2
+  // rank only in calls that reduce nothing (Transport::callBegin's hints). Measured on 2
   // quiet cores (4 MiB, against the FIFO path; `mpirun --bind-to none`, snclMemAlloc
   // buffers, 2026-12-05): 8 ranks All-Gather 1.9x, Broadcast 2.3x, All-Reduce 1.5x faster;
   // 2 ranks All-Reduce 1.4-2x slower, since with a core per rank the FIFO's two copies
   // overlap the reduction, and a single-copy send waits for its reader.
   bool singleCopyAuto = false;
-  // Below ~256 KiB a process_vm_readv (~1.5 us a call, ~0.2 us a page pinned) costs about
-  // what the FIFO's two in-cache copies cost; beyond the cache it costs one copy instead of two.
+  // Oversubscribed: below ~256 KiB a process_vm_readv (~1.5 us a call, ~0.2 us a page
+  // pinned) costs about what the FIFO's two in-cache copies cost; beyond the cache it
+  // costs one copy instead of two.
   size_t singleCopyMinBytes = 256u << 10;
-  // With a core per rank, the largest message of a one-way call that takes it. 2 ranks on 2
-  // cores, plain `mpirun -np 2` (a core per rank), heap buffers (against the FIFO path): Broadcast 1.6-2.9x faster from 256 KiB to 4 MiB,
-  // Send/Recv 1.05-1.6x; about even at 16 MiB. (All-Gather and All-to-All, where both ranks
-  // read each other's memory at once, were 1.3-2.5x slower with it at 16 MiB and more:
-  // they keep the FIFOs.)
+  // With a core per rank, the messages of calls that reduce nothing take it from
+  // singleCopyMovesMinBytes to singleCopyMovesMaxBytes. 2 ranks on 2 cores, plain `mpirun
+  // -np 2` (a core per rank), heap buffers, against the FIFO path (2026-12-07): Send/Recv
+  // and All-to-All 1.2-2.4x faster from 32 KiB messages to 4 MiB, All-Gather 2x from 512
+  // KiB, Broadcast 1.6-2.9x from 128 KiB; 16 KiB messages were as fast or slower. At 16
+  // MiB and more, even, or slower where both ranks read each other's memory at once.
+  size_t singleCopyMovesMinBytes = 32u << 10;
   size_t singleCopyMovesMaxBytes = 4u << 20;
   // A received message that is reduced rather than copied is read in pieces of this size
   // into a staging buffer, so that the reduction reads it from cache.
@@ -53,7 +56,7 @@ struct ShmOptions {
   uint64_t cacheBytes = 0;
 
   // SNCL_SHM_CELL_BYTES, SNCL_SHM_DIRECT (0: no shared buffers), SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
-  // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_MOVES_MAX_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
+  // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_MOVES_MIN_BYTES, SNCL_SHM_CMA_MOVES_MAX_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
   static ShmOptions fromEnv();
 };
 

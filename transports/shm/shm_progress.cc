@@ -65,8 +65,9 @@ Result ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t byte
   r->tag = tag;
   r->bytes = bytes;
   r->sendData = static_cast<const char*>(data);
-  r->singleCopy = singleCopy_ && bytes >= options_.singleCopyMinBytes &&
-                  (singleCopyAlways_ || (oneWay_ && bytes <= options_.singleCopyMovesMaxBytes));
+  r->singleCopy = singleCopy_ && (singleCopyAlways_ ? bytes >= options_.singleCopyMinBytes
+                                                  : movesOnly_ && bytes >= options_.singleCopyMovesMinBytes &&
+                                                        bytes <= options_.singleCopyMovesMaxBytes);
   p->sends.push(r);
   activate(*p);
   return snclSuccess;
@@ -133,12 +134,15 @@ bool ShmTransport::progressPeer(Peer& p) {
     failFromRemote(p, remote);
     return true;
   }
-  moved |= progressRecvs(p);
+  // Sends first: a single-copy descriptor costs nothing to publish, and a receive may read
+  // a whole message first. Published after that read, the peer's copy of this rank's
+  // message waited for it: an exchange's two reads ran one after the other.
+  moved |= progressSends(p);
+  if (p.error == snclSuccess) moved |= progressRecvs(p);
   if (p.error == snclSuccess && remote.reason != PairFailure::None && !p.recvs.empty()) {
     failFromRemote(p, remote);
     return true;
   }
-  if (p.error == snclSuccess) moved |= progressSends(p);
   if (moved) p.progressed = true;
   return moved;
 }

@@ -29,6 +29,8 @@ ShmOptions ShmOptions::fromEnv() {
   o.singleCopyAuto = !cma || cma->empty();
   o.singleCopy = o.singleCopyAuto || env::integer("SNCL_SHM_CMA", 1) != 0;
   o.singleCopyMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MIN_BYTES", o.singleCopyMinBytes));
+  o.singleCopyMovesMinBytes =
+      std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MOVES_MIN_BYTES", o.singleCopyMovesMinBytes));
   o.singleCopyMovesMaxBytes = env::bytes("SNCL_SHM_CMA_MOVES_MAX_BYTES", o.singleCopyMovesMaxBytes);
   o.sharedBuffers = env::integer("SNCL_SHM_DIRECT", 1) != 0;
   o.sharedMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_DIRECT_P2P_MIN_BYTES", o.sharedMinBytes));
@@ -198,11 +200,11 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
             cells_.active() ? fmt::format("up to {} bytes per rank{}", cells_.cellBytes(),
                                           sharedBuffers ? ", shared buffers mapped in place" : "")
                             : std::string("off"),
-            singleCopy_ ? fmt::format("from {} KiB{}", options_.singleCopyMinBytes >> 10,
-                                      singleCopyAlways_ ? ""
-                                                        : fmt::format(" to {} KiB in calls whose data goes one way (a core per rank)",
-                                                                      options_.singleCopyMovesMaxBytes >> 10))
-                        : std::string("off"),
+            !singleCopy_      ? std::string("off")
+            : singleCopyAlways_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10)
+                                : fmt::format("from {} to {} KiB in calls that reduce nothing (a core per rank)",
+                                              options_.singleCopyMovesMinBytes >> 10,
+                                              options_.singleCopyMovesMaxBytes >> 10),
             wait_.spins() ? fmt::format("spinning {} us before sleeping", wait_.spinMicros)
                           : std::string("oversubscribed: no spinning"));
   return snclSuccess;
