@@ -264,7 +264,7 @@ TEST_CASE("shm single copy: counters of a known send: once through the path, twi
   }
 }
 
-TEST_CASE("shm single copy: by default, with a core per rank, calls that reduce nothing take the path",
+TEST_CASE("shm single copy: by default, with a core per rank, calls that exchange no reductions take the path",
           "[shm][cma]") {
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) < 2) {
@@ -275,9 +275,10 @@ TEST_CASE("shm single copy: by default, with a core per rank, calls that reduce 
   // Random sizes within the default limits (32 KiB to 4 MiB), none a page multiple.
   std::uniform_int_distribution<size_t> pick((32u << 10) + 1, (4u << 20) - 1);
   const size_t bcastBytes = pick(gen) | 1, p2pBytes = pick(gen) | 1, gatherBytes = pick(gen) | 1;
+  const size_t reduceCount = (pick(gen) / 4) | 1;
   INFO("Broadcast of " << bcastBytes << " bytes, a send of " << p2pBytes << ", All-Gather of " << gatherBytes
-                       << " per rank");
-  unsetenv("SNCL_SHM_CMA");  // the default: the path for calls that reduce nothing
+                       << " per rank, Reduce of " << reduceCount << " int32");
+  unsetenv("SNCL_SHM_CMA");  // the default: the path for calls that exchange no reductions
   runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
     int8_t one = 1;
     SNCL_OK(comm, snclAllReduce(&one, &one, 1, snclInt8, snclSum, comm, nullptr));
@@ -316,6 +317,19 @@ TEST_CASE("shm single copy: by default, with a core per rank, calls that reduce 
       for (size_t i = 0; i < gatherBytes; ++i)
         BODY_CHECK(all[r * gatherBytes + i] == static_cast<unsigned char>(r * 97 + i * 13),
                    "All-Gather: byte {} of rank {}'s part is {}", i, r, all[r * gatherBytes + i]);
+    // Reduce: its data flows toward the root, which reads the other rank's input itself.
+    const int reduceRoot = static_cast<int>(reduceCount % 2);
+    std::vector<int32_t> in(reduceCount), sum(reduceCount, -1);
+    for (size_t i = 0; i < reduceCount; ++i) in[i] = static_cast<int32_t>(i * (rank + 3));
+    before = counters(comm);
+    SNCL_OK(comm, snclReduce(in.data(), sum.data(), reduceCount, snclInt32, snclSum, reduceRoot, comm, nullptr));
+    after = counters(comm);
+    if (rank != reduceRoot)
+      BODY_CHECK(after.bytesCopied == before.bytesCopied, "Reduce: rank {} (not the root) copied {} bytes", rank,
+                 after.bytesCopied - before.bytesCopied);
+    else
+      for (size_t i = 0; i < reduceCount; ++i)
+        BODY_CHECK(sum[i] == static_cast<int32_t>(i * 7), "Reduce: element {} is {}", i, sum[i]);
     return "";
   });
 }

@@ -116,8 +116,8 @@ TEST_CASE("tuning file: measured figures and step overheads round-trip", "[tunin
 }
 
 TEST_CASE("tuning file: the staging crossover per rank count", "[tuning][file]") {
-  // The defaults: what the test machine measured (two ranks up to 64 KiB per rank).
-  CHECK(defaultTuning().stagedMaxAt(2) == 64u << 10);
+  // The defaults: what the test machine measured (two ranks never stage).
+  CHECK(defaultTuning().stagedMaxAt(2) == 0);
   CHECK(defaultTuning().stagedMaxAt(3) == kStagedAnySize);
   CHECK(defaultTuning().stagedMaxAt(32) == kStagedAnySize);
   CHECK(Tuning{}.stagedMaxAt(4) == 0);

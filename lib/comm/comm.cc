@@ -426,7 +426,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
     args.input = scaled;
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
-  for (auto& t : comm->transports) t->callBegin(CallHints{.reduces = reduces(op.coll)});
+  for (auto& t : comm->transports) t->callBegin(CallHints{.exchangesReductions = reduces(op.coll) && op.coll != CollType::Reduce});
   keepStart(comm, op, plan, shape, args);
   const Result r = runWithRetry(comm, op, plan, args);
   for (auto& t : comm->transports) t->callEnd();

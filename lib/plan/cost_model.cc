@@ -22,7 +22,11 @@ Tuning defaultTuning() {
   t.kind[int(topo::LinkKind::Shm)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Pcie)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0};
-  t.stagedMaxBytes = {{2, 64u << 10}, {3, kStagedAnySize}};
+  // Two ranks never stage: with a CPU each, their schedule (single copies, sends published
+  // before receives are read) beat staging at every size (sncl-tune on 2 cores,
+  // 2026-12-07: 16 KiB 8.9 against 10.0 us, 1 MiB 202 against 221). Three and more share
+  // cores on the machines measured, where staging won at every size.
+  t.stagedMaxBytes = {{2, 0}, {3, kStagedAnySize}};
   return t;
 }
 

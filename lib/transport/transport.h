@@ -58,10 +58,10 @@ struct RecvSink {
 
 // What the comm tells its transports of a call, for choosing their own data paths.
 struct CallHints {
-  // What a rank receives is combined with a reduction op (All-Reduce, Reduce,
-  // Reduce-Scatter, scans), rather than only moved (the other collectives, sends and
-  // receives).
-  bool reduces = false;
+  // Every rank reduces what it receives while its own data is still going out (All-Reduce,
+  // Reduce-Scatter and its v-form, the scans). Not Reduce, whose data flows toward the
+  // root, nor the calls that only move data (the other collectives, sends and receives).
+  bool exchangesReductions = false;
 };
 
 // Bytes a transport moved for this rank since setup (summed over resets): what it sent and

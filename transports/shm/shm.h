@@ -18,7 +18,7 @@ struct ShmOptions {
   // every rank of the comm enables it and can read its peers (probed at setup).
   bool singleCopy = true;
   // For every message when the host runs more ranks than it has cores; with a core per
-  // rank only in calls that reduce nothing (Transport::callBegin's hints). Measured on 2
+  // rank only in calls that exchange no reductions (Transport::callBegin's hints). Measured on 2
   // quiet cores (4 MiB, against the FIFO path; `mpirun --bind-to none`, snclMemAlloc
   // buffers, 2026-12-05): 8 ranks All-Gather 1.9x, Broadcast 2.3x, All-Reduce 1.5x faster;
   // 2 ranks All-Reduce 1.4-2x slower, since with a core per rank the FIFO's two copies
@@ -28,12 +28,14 @@ struct ShmOptions {
   // pinned) costs about what the FIFO's two in-cache copies cost; beyond the cache it
   // costs one copy instead of two.
   size_t singleCopyMinBytes = 256u << 10;
-  // With a core per rank, the messages of calls that reduce nothing take it from
+  // With a core per rank, the messages of calls that exchange no reductions (all but
+  // All-Reduce, Reduce-Scatter and the scans: Reduce takes it) take it from
   // singleCopyMovesMinBytes to singleCopyMovesMaxBytes. 2 ranks on 2 cores, plain `mpirun
   // -np 2` (a core per rank), heap buffers, against the FIFO path (2026-12-07): Send/Recv
   // and All-to-All 1.2-2.4x faster from 32 KiB messages to 4 MiB, All-Gather 2x from 512
-  // KiB, Broadcast 1.6-2.9x from 128 KiB; 16 KiB messages were as fast or slower. At 16
-  // MiB and more, even, or slower where both ranks read each other's memory at once.
+  // KiB, Broadcast 1.6-2.9x from 128 KiB, Reduce 1.2-1.8x at 32-512 KiB; 16 KiB messages
+  // were as fast or slower. At 16 MiB and more, even, or slower where both ranks read
+  // each other's memory at once.
   size_t singleCopyMovesMinBytes = 32u << 10;
   size_t singleCopyMovesMaxBytes = 4u << 20;
   // A received message that is reduced rather than copied is read in pieces of this size

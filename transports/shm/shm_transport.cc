@@ -202,7 +202,7 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
                             : std::string("off"),
             !singleCopy_      ? std::string("off")
             : singleCopyAlways_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10)
-                                : fmt::format("from {} to {} KiB in calls that reduce nothing (a core per rank)",
+                                : fmt::format("from {} to {} KiB in calls that exchange no reductions (a core per rank)",
                                               options_.singleCopyMovesMinBytes >> 10,
                                               options_.singleCopyMovesMaxBytes >> 10),
             wait_.spins() ? fmt::format("spinning {} us before sleeping", wait_.spinMicros)

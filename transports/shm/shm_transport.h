@@ -57,7 +57,7 @@ class ShmTransport : public Transport {
   void wait(int64_t maxMicros) override;
   void abort() override;
   // Which of the call's messages take the single-copy path (singleCopyAlways_).
-  void callBegin(const CallHints& hints) override { movesOnly_ = !hints.reduces; }
+  void callBegin(const CallHints& hints) override { movesOnly_ = !hints.exchangesReductions; }
   void callEnd() override { movesOnly_ = false; }
   // Peers whose process exited (pidfd), dead or not talking to this rank right now.
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
@@ -142,12 +142,13 @@ class ShmTransport : public Transport {
 
   // Single-copy path: on for the comm when every rank enabled it and could read its peers.
   // Taken by every large message when singleCopyAlways_ (SNCL_SHM_CMA=1, or more ranks
-  // than cores), else only by those of calls that reduce nothing (movesOnly_): with a core
-  // per rank the FIFO's two copies overlap a reduction, while a message that is only moved
-  // is copied fastest once (ShmOptions::singleCopyAuto).
+  // than cores), else only by those of calls that do not exchange reductions (movesOnly_):
+  // with a core per rank the FIFO's two copies overlap the reduction of the other
+  // direction's data, while a message that only travels one way is copied fastest once
+  // (ShmOptions::singleCopyAuto).
   bool singleCopy_ = false;
   bool singleCopyAlways_ = false;
-  bool movesOnly_ = false;  // the current call reduces nothing (callBegin's hint)
+  bool movesOnly_ = false;  // the current call exchanges no reductions (callBegin's hint)
   uint64_t cmaProbe_ = 0;     // the word peers read at setup (its address is in the header)
   std::vector<char> staging_; // one piece for reduced single-copy receives, faulted in at setup
 
