@@ -244,6 +244,9 @@ TEST_CASE("ofi moves messages exactly over each provider and registration policy
     o.chunkBytes = 256 << 10;  // 3 MiB messages stream through the window of 2 slots, or of 1
     o.slots = c.tagged ? 2 : 1;
     for (int nranks : {2, 3}) {
+      // Named on stderr before it runs: a run that hangs (and is killed) says where.
+      fprintf(stderr, "ofi transport: %s, %s, mr %d, %d ranks\n", c.provider.c_str(), c.tagged ? "tagged" : "msg",
+              static_cast<int>(c.mr), nranks);
       std::vector<int> wrong(nranks, -1);
       runRanks(nranks, o, [&](Rank& me) { wrong[me.rank] = exchange(me, kSizes); });
       for (int r = 0; r < nranks; ++r) CHECK(wrong[r] == 0);
