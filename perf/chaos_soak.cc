@@ -289,6 +289,12 @@ int regrow(const Options& o, uint64_t seed, snclComm_t* comm, int failed, RankRe
   return resume;
 }
 
+// Whether comm agreed that a rank was lost (the seed's kill: the only rank failure there).
+bool rankLost(snclComm_t comm) {
+  snclFaultStats_t stats{};
+  return snclCommGetFaultStats(comm, &stats) == snclSuccess && stats.rankFailures > 0;
+}
+
 // The spare of a --kill seed: waits for the survivors' id (at most the seed's deadline) and
 // joins as the last rank. Returns the call to start from, or -1.
 int joinAsSpare(const Options& o, const snclConfig_t& config, SeedShared* shared, snclComm_t* comm, RankReport* rep) {
@@ -379,7 +385,10 @@ int rankMain(int proc, const Options& o, uint64_t seed, const snclUniqueId& id, 
       }
     }
     const long wrong = runCall(comm, rank, o.ranks, i, c, in, out, &rep->bytes);
-    if (wrong < 0 && !lost && kill.rank >= 0 && i >= kill.call) {
+    // The seed's loss fails the victim's call kill.call, or an earlier one on a rank still
+    // in it when the victim, done with it (its last sends out), went on and was killed:
+    // the rank failure the comm then agreed on says so.
+    if (wrong < 0 && !lost && kill.rank >= 0 && (i >= kill.call || rankLost(comm))) {
       // The seed's loss: back to --ranks with the spare, and on from the agreed call. The
       // grown comm's links start healthy: the injector starts afresh, as does its count.
       lost = true;
