@@ -273,11 +273,13 @@ TEST_CASE("shm single copy: by default, with a core per rank, calls that exchang
   }
   std::mt19937_64 gen(testSeed());
   // Random sizes within the default limits (32 KiB to 4 MiB), none a page multiple.
-  std::uniform_int_distribution<size_t> pick((32u << 10) + 1, (4u << 20) - 1);
+  const ShmOptions defaults;
+  std::uniform_int_distribution<size_t> pick(defaults.singleCopyMovesMinBytes + 1, defaults.singleCopyMovesMaxBytes - 1);
+  const size_t smallBytes = std::uniform_int_distribution<size_t>(1, defaults.singleCopyMovesMinBytes - 1)(gen);
   const size_t bcastBytes = pick(gen) | 1, p2pBytes = pick(gen) | 1, gatherBytes = pick(gen) | 1;
   const size_t reduceCount = (pick(gen) / 4) | 1;
   INFO("Broadcast of " << bcastBytes << " bytes, a send of " << p2pBytes << ", All-Gather of " << gatherBytes
-                       << " per rank, Reduce of " << reduceCount << " int32");
+                       << " per rank, Reduce of " << reduceCount << " int32, a send of " << smallBytes);
   unsetenv("SNCL_SHM_CMA");  // the default: the path for calls that exchange no reductions
   runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
     int8_t one = 1;
@@ -330,6 +332,17 @@ TEST_CASE("shm single copy: by default, with a core per rank, calls that exchang
     else
       for (size_t i = 0; i < reduceCount; ++i)
         BODY_CHECK(sum[i] == static_cast<int32_t>(i * 7), "Reduce: element {} is {}", i, sum[i]);
+    // Below the threshold a message goes through the FIFO: its sender copies it in.
+    std::vector<unsigned char> small(smallBytes, static_cast<unsigned char>(rank + 5));
+    before = counters(comm);
+    if (rank == 1) SNCL_OK(comm, snclSend(small.data(), smallBytes, snclUint8, 0, comm, nullptr));
+    else SNCL_OK(comm, snclRecv(small.data(), smallBytes, snclUint8, 1, comm, nullptr));
+    after = counters(comm);
+    if (rank == 1)
+      BODY_CHECK(after.bytesCopied - before.bytesCopied == smallBytes, "a send of {} bytes: its sender copied {}",
+                 smallBytes, after.bytesCopied - before.bytesCopied);
+    else
+      for (size_t i = 0; i < smallBytes; ++i) BODY_CHECK(small[i] == 6, "small Send/Recv: byte {} is {}", i, small[i]);
     return "";
   });
 }

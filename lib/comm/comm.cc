@@ -374,6 +374,12 @@ uint32_t callSignature(const CollOp& op, size_t elemSize) {
   return uint32_t((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
 }
 
+// Whether every rank of op reduces what it receives while its own data still goes out
+// (CallHints::exchangesReductions): a reduction other than Reduce, whose data flows to the root.
+bool exchangesReductions(CollType c) {
+  return reduces(c) && c != CollType::Reduce;
+}
+
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
@@ -426,7 +432,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
     args.input = scaled;
   }
   const uint64_t reroutes = comm->fault.stats.reroutes;
-  for (auto& t : comm->transports) t->callBegin(CallHints{.exchangesReductions = reduces(op.coll) && op.coll != CollType::Reduce});
+  for (auto& t : comm->transports) t->callBegin(CallHints{.exchangesReductions = exchangesReductions(op.coll)});
   keepStart(comm, op, plan, shape, args);
   const Result r = runWithRetry(comm, op, plan, args);
   for (auto& t : comm->transports) t->callEnd();

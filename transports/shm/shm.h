@@ -33,8 +33,8 @@ struct ShmOptions {
   // singleCopyMovesMinBytes to singleCopyMovesMaxBytes. 2 ranks on 2 cores, plain `mpirun
   // -np 2` (a core per rank), heap buffers, against the FIFO path (2026-12-07): Send/Recv
   // and All-to-All 1.2-2.4x faster from 32 KiB messages to 4 MiB, All-Gather 2x from 512
-  // KiB, Broadcast 1.6-2.9x from 128 KiB, Reduce 1.2-1.8x at 32-512 KiB; 16 KiB messages
-  // were as fast or slower. At 16 MiB and more, even, or slower where both ranks read
+  // KiB, Broadcast 1.6-2.9x from 128 KiB, Reduce 1.4-1.6x at 32-128 KiB (even at 512 KiB,
+  // 8% slower at 2 MiB); 16 KiB messages were as fast or slower. At 16 MiB and more, even, or slower where both ranks read
   // each other's memory at once.
   size_t singleCopyMovesMinBytes = 32u << 10;
   size_t singleCopyMovesMaxBytes = 4u << 20;
