@@ -66,7 +66,7 @@ TEST_CASE("hierarchical all-reduce is exact up to 1,024 ranks", "[schedule][hier
   checkHier(64, {8}, 200, algo::GroupAlgo::Ring, algo::FlatAllReduce::Tree, false);
   checkHier(256, {16, 4}, 301, algo::GroupAlgo::Ring, algo::FlatAllReduce::HalvingDoubling, true);
   // The schedules are arithmetic with no memory of their own to get wrong at 1,024 ranks
-  // that 256 would not show: sanitized builds (a minute here) stop at 256.
+  // that 256 would not show: sanitized builds stop at 256.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   checkHier(1024, {8}, 1030, algo::GroupAlgo::Ring, algo::FlatAllReduce::Ring, false);
   checkHier(1024, {4, 16}, 1030, algo::GroupAlgo::Ring, algo::FlatAllReduce::Tree, true);

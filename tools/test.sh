@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tc
 
 build() {  # build dir, extra cmake args...
   local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DSNCL_UNITY_BUILD=ON "$@" >/dev/null
   cmake --build "$dir" -j2
 }
 run_tests() {  # build dir, labels to leave out (a regex; "" none)
@@ -63,7 +63,7 @@ mkdir -p build-asan
 chrt --idle 0 bash -c 'set -e
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DSNCL_SANITIZE=address -DSNCL_BUILD_PERF=OFF \
-    -DSNCL_BUILD_EXAMPLES=OFF -DSNCL_BUILD_TOOLS=OFF -DSNCL_BUILD_TORCH=OFF >/dev/null
+    -DSNCL_BUILD_EXAMPLES=OFF -DSNCL_BUILD_TOOLS=OFF -DSNCL_BUILD_TORCH=OFF -DSNCL_UNITY_BUILD=ON >/dev/null
   cmake --build build-asan -j2' > build-asan/background.log 2>&1 &
 asan=$!
 background+=("$asan")

@@ -1,7 +1,8 @@
 #include "tests/util/schedule_check.h"
 
+#include <algorithm>
 #include <deque>
-#include <map>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -21,15 +22,7 @@ namespace {
 
 struct Message {
   uint32_t tag;
-  std::vector<uint64_t> data;
-};
-
-struct RankState {
-  algo::Schedule schedule;
-  std::vector<uint64_t> input, output, scratch;
-  size_t step = 0;
-  bool sendsPosted = false;
-  std::vector<std::pair<std::pair<int, int>, size_t>> stepSends;  // (channel, index) of this step's sends
+  size_t offset, count;  // its data, in the run's pool of sent elements
 };
 
 // Per direction of a pair: messages sent, and receives posted by the receiver so far.
@@ -38,6 +31,19 @@ struct Channel {
   size_t sent = 0;
   size_t recvsPosted = 0;
 };
+
+struct RankState {
+  algo::Schedule schedule;
+  std::vector<uint64_t> input, output, scratch;
+  size_t step = 0;
+  bool sendsPosted = false;
+  // The step at hand waits for these; both only ever become true, so a check resumes where
+  // the last one stopped.
+  std::vector<std::pair<Channel*, size_t>> stepSends;  // (channel, index) of its sends
+  std::vector<std::pair<Channel*, size_t>> stepRecvs;  // (channel, messages) of its receives
+  size_t sendsMatched = 0, recvsArrived = 0;
+};
+
 
 }  // namespace
 
@@ -52,7 +58,8 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
                            const std::function<void(int, algo::Schedule*)>& build) {
   SymbolicResult res;
   std::vector<RankState> ranks(nranks);
-  std::map<std::pair<int, int>, Channel> channels;  // (from, to)
+  std::unordered_map<uint64_t, Channel> channels;  // from * nranks + to
+  auto channel = [&](int from, int to) -> Channel& { return channels[uint64_t(from) * nranks + to]; };
   auto failWith = [&](std::string e) {
     if (res.ok) res.error = std::move(e);
     res.ok = false;
@@ -96,20 +103,68 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
       if (reads) accesses.push_back({i, &buffer(s, op.srcBuf), op.src, op.count, false});
       if (writes) accesses.push_back({i, &buffer(s, op.dstBuf), op.dst, op.count, true});
     }
-    for (const Access& a : accesses)
-      for (const Access& b : accesses)
-        if (a.op != b.op && a.write && a.buf == b.buf && a.off < b.off + b.count && b.off < a.off + a.count)
-          return failWith(fmt::format("rank {} step {}: op {} writes [{}, {}) which op {} of the same step {}", r,
-                                      s.step, a.op - begin, a.off, a.off + a.count, b.op - begin,
-                                      b.write ? "writes" : "reads"));
+    // A sweep over each buffer's accesses in order of offset (a step can have thousands of
+    // ops): each one is checked against the farthest-reaching earlier access of another op,
+    // and against the farthest-reaching earlier write of another op.
+    std::sort(accesses.begin(), accesses.end(),
+              [](const Access& a, const Access& b) { return a.buf != b.buf ? a.buf < b.buf : a.off < b.off; });
+    struct Farthest {  // of the accesses so far: the one that ends last, and the last of another op
+      const Access* first = nullptr;
+      const Access* second = nullptr;
+      void add(const Access& x) {
+        auto endOf = [](const Access* a) { return a->off + a->count; };
+        if (first && x.op == first->op) {
+          if (endOf(&x) > endOf(first)) first = &x;
+        } else if (!first || endOf(&x) > endOf(first)) {
+          second = first;
+          first = &x;
+        } else if (!second || endOf(&x) > endOf(second)) {
+          second = &x;
+        }
+      }
+      // An access of an op other than c's that overlaps c (which starts at or after it).
+      const Access* overlapping(const Access& c) const {
+        const Access* a = first && first->op != c.op ? first : second;
+        return a && a->off + a->count > c.off ? a : nullptr;
+      }
+    };
+    Farthest any, writes;
+    for (size_t i = 0; i < accesses.size(); ++i) {
+      const Access& c = accesses[i];
+      if (i > 0 && accesses[i - 1].buf != c.buf) any = writes = Farthest{};
+      const Access* w = nullptr;  // the writer of an overlapping pair
+      const Access* other = nullptr;
+      if (c.write && (other = any.overlapping(c))) {
+        w = &c;
+      } else if ((w = writes.overlapping(c))) {
+        other = &c;
+      }
+      if (w)
+        return failWith(fmt::format("rank {} step {}: op {} writes [{}, {}) which op {} of the same step {}", r, s.step,
+                                    w->op - begin, w->off, w->off + w->count, other->op - begin,
+                                    other->write ? "writes" : "reads"));
+      any.add(c);
+      if (c.write) writes.add(c);
+    }
   };
-  // Rounds until every rank finished or nothing moves; bounded by the total step count.
-  bool progressed = true;
-  while (progressed && res.ok) {
-    progressed = false;
-    for (int r = 0; r < nranks && res.ok; ++r) {
-      RankState& s = ranks[r];
-      if (s.step >= s.schedule.numSteps()) continue;
+  // A worklist of ranks that may move: a rank runs its steps until one waits on a peer, and
+  // a rank whose action may let a peer move (a send it can take, a receive that lets the
+  // peer's send complete) puts that peer back on the list. Every step ends at most once, so
+  // the work is bounded by the ops; when the list runs dry, the ranks left are deadlocked.
+  std::vector<int> work(nranks);
+  std::vector<char> queued(nranks, 1);
+  for (int r = 0; r < nranks; ++r) work[r] = nranks - 1 - r;
+  auto wake = [&](int peer) {
+    if (!queued[peer]) queued[peer] = 1, work.push_back(peer);
+  };
+  std::vector<uint64_t> sent;  // every message's data, appended as it is sent
+  std::vector<int> recvPeers;  // of the step at hand
+  while (!work.empty() && res.ok) {
+    const int r = work.back();
+    work.pop_back();
+    queued[r] = 0;
+    RankState& s = ranks[r];
+    while (res.ok && s.step < s.schedule.numSteps()) {
       const uint32_t begin = s.schedule.stepBegin(s.step), end = s.schedule.stepEnd[s.step];
       if (!s.sendsPosted) {
         checkHazards(r, s, begin, end);
@@ -118,29 +173,41 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
           if (op.kind != algo::OpKind::Send) continue;
           auto& src = buffer(s, op.srcBuf);
           if (!inBounds(r, src, op.src, op.count)) break;
-          Channel& ch = channels[{r, op.peer}];
-          ch.queue.push_back({op.tag, std::vector<uint64_t>(src.begin() + op.src, src.begin() + op.src + op.count)});
-          s.stepSends.push_back({{r, op.peer}, ch.sent++});
+          Channel& ch = channel(r, op.peer);
+          ch.queue.push_back({op.tag, sent.size(), op.count});
+          sent.insert(sent.end(), src.begin() + op.src, src.begin() + op.src + op.count);
+          s.stepSends.push_back({&ch, ch.sent++});
+          wake(op.peer);
         }
+        recvPeers.clear();
         for (uint32_t i = begin; i < end; ++i) {
           const algo::Op& op = s.schedule.ops[i];
-          if (op.kind == algo::OpKind::Recv || op.kind == algo::OpKind::RecvReduce) ++channels[{op.peer, r}].recvsPosted;
+          if (op.kind == algo::OpKind::Recv || op.kind == algo::OpKind::RecvReduce) {
+            ++channel(op.peer, r).recvsPosted;
+            wake(op.peer);
+            recvPeers.push_back(op.peer);
+          }
+        }
+        std::sort(recvPeers.begin(), recvPeers.end());
+        for (size_t i = 0; i < recvPeers.size();) {
+          size_t j = i;
+          while (j < recvPeers.size() && recvPeers[j] == recvPeers[i]) ++j;
+          s.stepRecvs.push_back({&channel(recvPeers[i], r), j - i});
+          i = j;
         }
         s.sendsPosted = true;
-        progressed = true;
       }
       // Receives of one step come from distinct messages; check availability first.
-      std::map<int, size_t> needed;
-      for (uint32_t i = begin; i < end; ++i) {
-        const algo::Op& op = s.schedule.ops[i];
-        if (op.kind == algo::OpKind::Recv || op.kind == algo::OpKind::RecvReduce) ++needed[op.peer];
-      }
-      bool ready = true;
-      for (auto& [peer, n] : needed) ready &= channels[{peer, r}].queue.size() >= n;
+      while (s.recvsArrived < s.stepRecvs.size() &&
+             s.stepRecvs[s.recvsArrived].first->queue.size() >= s.stepRecvs[s.recvsArrived].second)
+        ++s.recvsArrived;
       // A send completes only once its receiver posted the matching receive: transports
       // buffer a bounded amount (a FIFO, a window of slots), so a schedule must not rely on it.
-      for (auto& [channel, index] : s.stepSends) ready &= channels[channel].recvsPosted > index;
-      if (!ready) continue;
+      while (s.sendsMatched < s.stepSends.size() &&
+             s.stepSends[s.sendsMatched].first->recvsPosted > s.stepSends[s.sendsMatched].second)
+        ++s.sendsMatched;
+      const bool ready = s.recvsArrived == s.stepRecvs.size() && s.sendsMatched == s.stepSends.size();
+      if (!ready) break;
       for (uint32_t i = begin; i < end && res.ok; ++i) {
         const algo::Op& op = s.schedule.ops[i];
         auto& dst = buffer(s, op.dstBuf);
@@ -153,26 +220,27 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
             dst[op.dst + k] = (op.kind == algo::OpKind::Reduce ? dst[op.dst + k] : 0) + src[op.src + k];
           continue;
         }
-        auto& q = channels[{op.peer, r}].queue;
-        Message m = std::move(q.front());
+        auto& q = channel(op.peer, r).queue;
+        const Message m = q.front();
         q.pop_front();
-        if (m.tag != op.tag || m.data.size() != op.count) {
+        if (m.tag != op.tag || m.count != op.count) {
           failWith(fmt::format("rank {} step {}: from rank {} got tag {} count {}, expected tag {} count {}", r, s.step,
-                               op.peer, m.tag, m.data.size(), op.tag, op.count));
+                               op.peer, m.tag, m.count, op.tag, op.count));
           break;
         }
         if (op.kind == algo::OpKind::Recv) {
-          std::copy(m.data.begin(), m.data.end(), dst.begin() + op.dst);
+          std::copy(sent.begin() + m.offset, sent.begin() + m.offset + m.count, dst.begin() + op.dst);
         } else {
           auto& src = buffer(s, op.srcBuf);
           if (!inBounds(r, src, op.src, op.count)) break;
-          for (size_t k = 0; k < op.count; ++k) dst[op.dst + k] = src[op.src + k] + m.data[k];
+          for (size_t k = 0; k < op.count; ++k) dst[op.dst + k] = src[op.src + k] + sent[m.offset + k];
         }
       }
       ++s.step;
       s.sendsPosted = false;
       s.stepSends.clear();
-      progressed = true;
+      s.stepRecvs.clear();
+      s.sendsMatched = s.recvsArrived = 0;
     }
   }
   for (int r = 0; r < nranks && res.ok; ++r)
@@ -180,7 +248,7 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
       failWith(fmt::format("deadlock: rank {} stuck at step {} of {}", r, ranks[r].step, ranks[r].schedule.numSteps()));
   for (auto& [key, ch] : channels)
     if (!ch.queue.empty() && res.ok)
-      failWith(fmt::format("{} unreceived message(s) from rank {} to {}", ch.queue.size(), key.first, key.second));
+      failWith(fmt::format("{} unreceived message(s) from rank {} to {}", ch.queue.size(), key / nranks, key % nranks));
   for (auto& s : ranks) res.output.push_back(std::move(s.output));
   return res;
 }
