@@ -7,6 +7,7 @@
 // thread driving every rank through groups. SNCL_TEST_FEW_TYPES=1 runs four types only.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,9 @@ const std::vector<size_t> kCounts = {0, 1, 37, 4101};  // 4101: over 2 rounds of
 #endif
 constexpr const char* kChunkBytes = "256";
 const snclRedOp_t kOps[] = {snclSum, snclProd, snclMax, snclMin, snclAvg, test::kPreMulSum};
+
+// The types of the smaller runs: a float, an integer and the two narrow encodings.
+const snclDataType_t kFewTypes[] = {snclFloat32, snclInt8, snclBfloat16, snclFloat8e5m2};
 
 const char* opName(snclRedOp_t op) {
   return op == test::kPreMulSum ? "premulsum" : redOpName(op);
@@ -170,8 +174,7 @@ struct Matrix {
     for (size_t ci = 0; ci < kCounts.size(); ++ci) {
       for (int t = 0; t < snclNumTypes; ++t) {
         const auto type = static_cast<snclDataType_t>(t);
-        if (fewTypes && type != snclFloat32 && type != snclInt8 && type != snclBfloat16 && type != snclFloat8e5m2)
-          continue;
+        if (fewTypes && std::find(std::begin(kFewTypes), std::end(kFewTypes), type) == std::end(kFewTypes)) continue;
         const int root = static_cast<int>((ci + static_cast<size_t>(t)) % static_cast<size_t>(nranks));
         for (bool inPlace : {false, true}) {
           reductions(type, kCounts[ci], inPlace, root);
@@ -221,7 +224,7 @@ TEST_CASE("collectives with ranks as threads, each on its own thread or all driv
         threads.emplace_back([&, r] {
           Matrix m(comms[r], r, nranks, "threads", 37);
           for (size_t count : {size_t(0), size_t(37)}) {
-            for (snclDataType_t type : {snclFloat32, snclInt8, snclBfloat16, snclFloat8e5m2}) {
+            for (snclDataType_t type : kFewTypes) {
               for (bool inPlace : {false, true}) {
                 m.reductions(type, count, inPlace, nranks - 1);
                 m.movers(type, count, inPlace, 0);

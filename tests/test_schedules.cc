@@ -115,3 +115,46 @@ TEST_CASE("the symbolic checker finds exactly the steps whose ops overlap a writ
   CHECK(hazards > 200);  // both outcomes are common
   CHECK(hazards < 1800);
 }
+
+// The checker refuses what no transport could run: receives that wait on each other, a send
+// nobody receives, a message to a rank that is not there.
+TEST_CASE("the symbolic checker finds deadlocks, unreceived sends and peers out of range", "[schedule][checker]") {
+  using algo::Buf;
+  using algo::OpKind;
+  auto run = [](const std::function<void(int, algo::Schedule*)>& build) {
+    return test::runSymbolic(2, 4, 4, false, build);
+  };
+  // Each rank receives before it sends, in steps of their own.
+  auto res = run([](int r, algo::Schedule* s) {
+    s->add({OpKind::Recv, Buf::Output, Buf::Output, 1 - r, 0, 0, 0, 4});
+    s->endStep();
+    s->add({OpKind::Send, Buf::Input, Buf::Input, 1 - r, 0, 0, 0, 4});
+    s->endStep();
+  });
+  CHECK_FALSE(res.ok);
+  CHECK_THAT(res.error, Catch::Matchers::Contains("deadlock"));
+  // Rank 0 sends, rank 1 posts nothing: the send never completes.
+  res = run([](int r, algo::Schedule* s) {
+    if (r == 0) s->add({OpKind::Send, Buf::Input, Buf::Input, 1, 0, 0, 0, 4});
+    s->endStep();
+  });
+  CHECK_FALSE(res.ok);
+  CHECK_THAT(res.error, Catch::Matchers::Contains("deadlock: rank 0"));
+  // The same exchange in one step, receive first on one side and send first on the other,
+  // is exact; with a peer out of range it is refused.
+  res = run([](int r, algo::Schedule* s) {
+    if (r == 0) s->add({OpKind::Recv, Buf::Output, Buf::Output, 1, 7, 0, 0, 4});
+    s->add({OpKind::Send, Buf::Input, Buf::Input, 1 - r, 7, 0, 0, 4});
+    if (r == 1) s->add({OpKind::Recv, Buf::Output, Buf::Output, 0, 7, 0, 0, 4});
+    s->endStep();
+  });
+  REQUIRE(res.ok);
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < 4; ++i) CHECK(res.output[r][i] == test::symbolicKey(1 - r, i));
+  res = run([](int r, algo::Schedule* s) {
+    s->add({OpKind::Send, Buf::Input, Buf::Input, r == 0 ? 2 : 0, 0, 0, 0, 4});
+    s->endStep();
+  });
+  CHECK_FALSE(res.ok);
+  CHECK_THAT(res.error, Catch::Matchers::Contains("rank 0: a message to or from rank 2 of 2"));
+}

@@ -44,7 +44,6 @@ struct RankState {
   size_t sendsMatched = 0, recvsArrived = 0;
 };
 
-
 }  // namespace
 
 SymbolicResult runSymbolic(int nranks, size_t inputCount, size_t outputCount, bool inPlace,
@@ -73,7 +72,12 @@ SymbolicResult runSymbolic(int nranks, const std::function<size_t(int)>& inputCo
     for (size_t i = 0; i < inputCount; ++i) s.input[i] = symbolicKey(r, i);
     if (inPlace) std::copy(s.input.begin(), s.input.end(), s.output.begin());
     s.scratch.assign(s.schedule.scratchCount, 0);
+    // A message's peer indexes the channels and the worklist below.
+    for (const algo::Op& op : s.schedule.ops)
+      if (op.kind != algo::OpKind::Copy && op.kind != algo::OpKind::Reduce && (op.peer < 0 || op.peer >= nranks || op.peer == r))
+        failWith(fmt::format("rank {}: a message to or from rank {} of {}", r, op.peer, nranks));
   }
+  if (!res.ok) return res;
   auto buffer = [&](RankState& s, algo::Buf b) -> std::vector<uint64_t>& {
     if (b == algo::Buf::Input) return inPlace ? s.output : s.input;
     return b == algo::Buf::Output ? s.output : s.scratch;
