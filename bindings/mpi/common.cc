@@ -185,6 +185,8 @@ namespace {
 constexpr size_t kSpareJobs = 4;
 SNCL_MPI_THREAD_LOCAL std::vector<std::unique_ptr<Job>> spareJobs;
 
+}  // namespace
+
 void recycle(std::unique_ptr<Job> job) {
   if (!job || spareJobs.size() >= kSpareJobs) return;
   job->arrays.clear();
@@ -193,8 +195,6 @@ void recycle(std::unique_ptr<Job> job) {
   job->after = nullptr;
   spareJobs.push_back(std::move(job));
 }
-
-}  // namespace
 
 unsigned char* Job::room(size_t n) {
   if (packedUsed == packed.size()) packed.emplace_back();

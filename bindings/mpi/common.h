@@ -75,8 +75,11 @@ struct Job {
 };
 // A Job for a served call: one that a blocking call of this thread finished with (its
 // buffers keep their capacity, so repeated packed or v-form calls stop allocating), or a
-// new one. run() recycles the jobs of the blocking calls it runs on this thread.
+// new one. run() recycles the jobs of the blocking calls it runs on this thread, a
+// request's free those of the nonblocking ones.
 std::unique_ptr<Job> newJob();
+// Keeps job (its `after` already run) for this thread's next newJob().
+void recycle(std::unique_ptr<Job> job);
 
 // The call that queues (or runs) a served collective: a reference to the caller's lambda,
 // used only during run(), so that a call neither copies nor allocates it.

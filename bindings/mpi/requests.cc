@@ -22,7 +22,14 @@ struct Pending {
 };
 
 std::mutex mu;
-std::unordered_map<MPI_Request, Pending*> pending;  // ours, until MPI frees them
+using PendingMap = std::unordered_map<MPI_Request, Pending*>;
+PendingMap pending;  // ours, until MPI frees them
+// What freed requests leave for the next ones (under mu): their Pending with its event, and
+// their map node, so that a nonblocking call allocates none of them (four allocations and
+// frees were a third of a small one's time). Bounded: a burst of requests frees the rest.
+constexpr size_t kSpares = 64;
+std::vector<Pending*> spares;
+std::vector<PendingMap::node_type> spareNodes;
 
 Pending* lookup(MPI_Request r) {
   if (r == MPI_REQUEST_NULL) return nullptr;
@@ -43,13 +50,52 @@ int queryFn(void* state, MPI_Status* status) {
 
 int freeFn(void* state) {
   auto* p = static_cast<Pending*>(state);
+  recycle(std::move(p->job));
+  std::lock_guard<std::mutex> lock(mu);
+  PendingMap::node_type node = pending.extract(p->req);
+  if (!node.empty() && spareNodes.size() < kSpares) spareNodes.push_back(std::move(node));
+  if (spares.size() < kSpares) {
+    spares.push_back(p);
+  } else {
+    snclEventDestroy(p->event);
+    delete p;
+  }
+  return MPI_SUCCESS;
+}
+
+// A Pending with an event: a freed one's, or a new one (nullptr when no event can be made).
+Pending* takePending() {
   {
     std::lock_guard<std::mutex> lock(mu);
-    pending.erase(p->req);
+    if (!spares.empty()) {
+      Pending* p = spares.back();
+      spares.pop_back();
+      const snclEvent_t event = p->event;
+      *p = Pending{};
+      p->event = event;
+      return p;
+    }
   }
-  snclEventDestroy(p->event);
-  delete p;
-  return MPI_SUCCESS;
+  auto* p = new Pending;
+  if (snclEventCreate(&p->event) != snclSuccess) {
+    delete p;
+    return nullptr;
+  }
+  return p;
+}
+
+// Records p as ours under its request (a freed request's node when there is one).
+void addPending(Pending* p) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (spareNodes.empty()) {
+    pending[p->req] = p;
+    return;
+  }
+  PendingMap::node_type node = std::move(spareNodes.back());
+  spareNodes.pop_back();
+  node.key() = p->req;
+  node.mapped() = p;
+  pending.insert(std::move(node));
 }
 
 int cancelFn(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled (MPI-3.1 3.8.4)
@@ -93,22 +139,21 @@ bool completeDone(const std::vector<Pending*>& ours) {
 }  // namespace
 
 int startRequest(Kind k, MPI_Comm comm, const Target& t, std::unique_ptr<Job> job, MPI_Request* req) {
-  auto* p = new Pending;
+  Pending* p = takePending();
+  const snclResult_t r = p ? snclEventRecord(p->event, t.stream) : snclSystemError;
+  if (r != snclSuccess) {
+    // The call is queued already: wait for it so that its buffers are not freed under it.
+    snclStreamSynchronize(t.stream);
+    if (p) snclEventDestroy(p->event);
+    delete p;
+    *req = MPI_REQUEST_NULL;
+    return failed(r, k, comm);
+  }
   p->stream = t.stream;
   p->drive = t.drive;
   p->comm = comm;
   p->kind = k;
   p->job = std::move(job);
-  snclResult_t r = snclEventCreate(&p->event);
-  if (r == snclSuccess) r = snclEventRecord(p->event, t.stream);
-  if (r != snclSuccess) {
-    // The call is queued already: wait for it so that its buffers are not freed under it.
-    snclStreamSynchronize(t.stream);
-    if (p->event) snclEventDestroy(p->event);
-    delete p;
-    *req = MPI_REQUEST_NULL;
-    return failed(r, k, comm);
-  }
   const int rc = PMPI_Grequest_start(queryFn, freeFn, cancelFn, p, req);
   if (rc != MPI_SUCCESS) {
     snclStreamSynchronize(t.stream);
@@ -117,8 +162,7 @@ int startRequest(Kind k, MPI_Comm comm, const Target& t, std::unique_ptr<Job> jo
     return rc;
   }
   p->req = *req;
-  std::lock_guard<std::mutex> lock(mu);
-  pending[*req] = p;
+  addPending(p);
   return MPI_SUCCESS;
 }
 

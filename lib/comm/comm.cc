@@ -266,7 +266,13 @@ Result runAttempt(snclComm* comm, const CollOp& op, const algo::Schedule& schedu
 // first attempt). Ranks that are
 // behind the others are caught up first: this rank replays the calls it finished since
 // (lib/comm/catch_up.h).
-Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args) {
+// first: an attempt already made on the cells (runCollective), whose failure is judged here.
+struct Attempt {
+  Result result = snclSuccess;
+  bool interrupted = false;
+};
+Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args,
+                    const Attempt* first) {
   FaultState& f = comm->fault;
   const size_t inBytes = inputCount(op, comm->nranks) * args.elemSize;
   const size_t outBytes = outputCount(op, comm->nranks) * args.elemSize;
@@ -276,8 +282,8 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   double failedAt = 0;
   std::vector<uint32_t> rerouted;
   for (int attempt = 1;; ++attempt) {
-    bool interrupted = false;
-    Result r = runAttempt(comm, op, comm->schedule, args, &interrupted);
+    bool interrupted = first && attempt == 1 && first->interrupted;
+    Result r = first && attempt == 1 ? first->result : runAttempt(comm, op, comm->schedule, args, &interrupted);
     // Finished here: what is kept of the call for peers still in it (lib/comm/history.h).
     // A fault round that reaches this rank meanwhile finds it as one still in the call.
     if (r == snclSuccess && !faultPending(comm)) {
@@ -380,6 +386,13 @@ bool exchangesReductions(CollType c) {
   return reduces(c) && c != CollType::Reduce;
 }
 
+// An average is a sum until here: this rank's results divided by nranks.
+Result scaleAverage(snclComm* comm, const CollOp& op) {
+  const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
+  if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
+  return snclSuccess;
+}
+
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
 // is the comm's asynchronous error too.
 Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
@@ -398,6 +411,25 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   }
 
   for (auto& t : comm->transports) t->beforePlan(args.seq);
+  // A small call on the cells (routeCall, lib/comm/cells_path.h) needs no plan or schedule
+  // while it succeeds: that work (a fifth of an 8-byte All-Reduce) is done only for a
+  // failure, which the retry loop below judges as any other. Not with retry on, which keeps
+  // each call with its plan for a catch-up, nor for a pre-multiplied sum, whose scaled input
+  // lives in the schedule's scratch.
+  std::optional<Attempt> first;
+  if (!comm->fault.retry && !op.preMul) {
+    const CallRoute route = routeCall(comm, op, args.seq);
+    if (route.path == CallPath::Cells) {
+      observer->planned("cells");
+      bool interrupted = false, declined = false;
+      const Result r = runRoute(comm, route, op, args, &interrupted, &declined);
+      if (r == snclSuccess && !faultPending(comm)) {
+        SNCL_CHECK(keepFinished(comm, op, args, &interrupted));  // without retry: the progress board only
+        return scaleAverage(comm, op);
+      }
+      first = Attempt{r, interrupted};
+    }
+  }
   // After a fault, calls that some rank had reached run on the plan it chose then.
   Plan pinned;
   const Plan* pin = pinnedPlan(comm, args.seq);
@@ -434,7 +466,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   const uint64_t reroutes = comm->fault.stats.reroutes;
   for (auto& t : comm->transports) t->callBegin(CallHints{.exchangesReductions = exchangesReductions(op.coll)});
   keepStart(comm, op, plan, shape, args);
-  const Result r = runWithRetry(comm, op, plan, args);
+  const Result r = runWithRetry(comm, op, plan, args, first ? &*first : nullptr);
   for (auto& t : comm->transports) t->callEnd();
   if (r != snclSuccess) {
     commSetAsyncError(comm, r);
@@ -443,9 +475,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   if (comm->fault.stats.reroutes != reroutes)  // the modeled time of the call with its re-run
     for (auto& t : comm->transports)
       if (auto* bus = dynamic_cast<BusControl*>(t.get())) bus->modeledTimeUs(&comm->fault.stats.lastRetryModeledUs, nullptr);
-  const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
-  if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
-  return snclSuccess;
+  return scaleAverage(comm, op);
 }
 
 }  // namespace

@@ -80,13 +80,15 @@ size_t commEnd(const GroupTask* tasks, size_t n, size_t begin) {
 }
 
 struct GroupState {
-  int depth = 0;
   std::vector<GroupTask> tasks;
   std::vector<GroupTask> issuing;  // the group being issued; kept for its capacity
   Result error = snclSuccess;
   std::string message;
 };
 thread_local GroupState group;
+// Apart from the group: every call reads it, and a trivial thread-local is one load, where
+// one with a destructor goes through its first-use guard.
+thread_local int tGroupDepth = 0;
 
 }  // namespace
 
@@ -120,9 +122,9 @@ Result runTasks(const GroupTask* tasks, size_t n) {
   return first == snclSuccess ? first : recordError(first, std::move(message));
 }
 
-int groupDepth() { return group.depth; }
+int groupDepth() { return tGroupDepth; }
 
-void groupStart() { ++group.depth; }
+void groupStart() { ++tGroupDepth; }
 
 void groupAdd(snclComm* comm, snclStream* stream, const CollOp& op) {
   group.tasks.push_back({comm, stream, static_cast<uint32_t>(group.tasks.size()), op});
@@ -135,8 +137,8 @@ void groupFail(Result r) {
 }
 
 Result groupEnd(Result (*checkComm)(snclComm* comm, const char* fn)) {
-  if (group.depth == 0) return fail(snclInvalidUsage, "snclGroupEnd: no group is open (snclGroupStart missing)");
-  if (--group.depth > 0) return snclSuccess;
+  if (tGroupDepth == 0) return fail(snclInvalidUsage, "snclGroupEnd: no group is open (snclGroupStart missing)");
+  if (--tGroupDepth > 0) return snclSuccess;
   std::vector<GroupTask>& tasks = group.issuing;
   tasks.swap(group.tasks);
   group.tasks.clear();

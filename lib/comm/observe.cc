@@ -103,6 +103,12 @@ void CallObserver::planned(const Plan& plan) {
   fireBegin();
 }
 
+void CallObserver::planned(const char* path) {
+  if (!detailed_ || begun_) return;
+  call_.plan = path;
+  fireBegin();
+}
+
 void CallObserver::fireBegin() {
   begun_ = true;
   const Observation& o = comm_->obs;

@@ -95,6 +95,8 @@ class CallObserver {
   CallObserver& operator=(const CallObserver&) = delete;
   // The plan chosen: the profiler's callBegin fires now, so that it names the plan.
   void planned(const Plan& plan);
+  // A call on another path than a plan's schedule (a static name: "cells").
+  void planned(const char* path);
   void end(Result r);
 
  private:

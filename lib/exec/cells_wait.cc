@@ -15,7 +15,7 @@ constexpr int64_t kHookSliceMicros = 200;  // the executor's sleep, so a wait ho
 
 Result CellsWaiter::waitFor(int peer, uint64_t call) {
   const WaitPolicy& policy = w_.policy;
-  const int64_t spinMicros = policy.spinHere();
+  const int64_t spinMicros = spinMicros_;
   if (spinMicros > 0) {
     // A quick peer is seen before the clock is read (which costs as much as a few looks).
     for (int i = 0; i < 64; ++i) {

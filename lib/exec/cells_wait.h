@@ -30,7 +30,7 @@ struct CellsWait {
 class CellsWaiter {
  public:
   CellsWaiter(LocalCells& cells, int rank, const CellsWait& w, bool* interrupted)
-      : cells_(cells), rank_(rank), w_(w), interrupted_(interrupted) {}
+      : cells_(cells), rank_(rank), w_(w), interrupted_(interrupted), spinMicros_(w.policy.spinHere()) {}
 
   // Until peer published call (or a later one). Errors: the peer's failure (RemoteError
   // naming it), the deadline (Timeout), an interrupt (RemoteError with *interrupted set).
@@ -41,6 +41,7 @@ class CellsWaiter {
   int rank_;
   const CellsWait& w_;
   bool* interrupted_;
+  int64_t spinMicros_;  // asked once per call: a thread-local read
 };
 
 }  // namespace sncl

@@ -100,14 +100,13 @@ const KernelTable& portableKernels() {
 
 namespace {
 
-struct TypeInfo {
-  size_t size;
-  const char* name;
-};
-constexpr TypeInfo kTypes[snclNumTypes] = {
-    {1, "int8"},    {1, "uint8"},   {4, "int32"},    {4, "uint32"},
-    {8, "int64"},   {8, "uint64"},  {2, "float16"},  {4, "float32"},
-    {8, "float64"}, {2, "bfloat16"}, {1, "float8e4m3"}, {1, "float8e5m2"}};
+constexpr const char* kTypeNames[snclNumTypes] = {"int8",    "uint8",   "int32",    "uint32",
+                                                   "int64",   "uint64",  "float16",  "float32",
+                                                   "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+// dtypeSize's table (reduce.h) is in the enum's order.
+static_assert(dtypeSize(snclInt8) == 1 && dtypeSize(snclUint32) == 4 && dtypeSize(snclUint64) == 8 &&
+              dtypeSize(snclFloat16) == 2 && dtypeSize(snclFloat32) == 4 && dtypeSize(snclFloat64) == 8 &&
+              dtypeSize(snclBfloat16) == 2 && dtypeSize(snclFloat8e4m3) == 1 && dtypeSize(snclFloat8e5m2) == 1);
 constexpr const char* kOpNames[snclNumOps] = {"sum", "prod", "max", "min", "avg", "band",
                                                "bor", "bxor", "land", "lor",  "lxor"};
 constexpr ReduceIsa kIsas[] = {ReduceIsa::Portable, ReduceIsa::Avx2, ReduceIsa::Avx512};
@@ -156,10 +155,8 @@ bool opValid(snclRedOp_t op) { return op >= snclSum && op < snclNumOps; }
 
 }  // namespace
 
-size_t dtypeSize(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].size : 0; }
-const char* dtypeName(snclDataType_t type) { return dtypeValid(type) ? kTypes[type].name : "invalid"; }
+const char* dtypeName(snclDataType_t type) { return dtypeValid(type) ? kTypeNames[type] : "invalid"; }
 const char* redOpName(snclRedOp_t op) { return op >= 0 && op < snclNumOps ? kOpNames[op] : "invalid"; }
-bool dtypeValid(int type) { return type >= 0 && type < snclNumTypes; }
 bool dtypeInteger(snclDataType_t type) { return type >= snclInt8 && type <= snclUint64; }
 bool redOpIntegerOnly(snclRedOp_t op) { return reduce_impl::isBitwise(op); }
 
@@ -181,7 +178,7 @@ bool dtypeFromName(std::string_view name, snclDataType_t* type) {
   for (const char* prefix : {"nccl", "sncl"})
     if (name.size() > 4 && same(name.substr(0, 4), prefix)) name.remove_prefix(4);
   for (int t = 0; t < snclNumTypes; ++t)
-    if (same(name, kTypes[t].name)) return *type = snclDataType_t(t), true;
+    if (same(name, kTypeNames[t])) return *type = snclDataType_t(t), true;
   for (const Alias& a : kAliases)
     if (same(name, a.name)) return *type = a.type, true;
   return false;

@@ -27,14 +27,18 @@ namespace sncl {
 // dst[i] = a[i] op b[i] for count elements; dst may alias a or b (exactly, not partially).
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 
-size_t dtypeSize(snclDataType_t type);
+// Inline: a call asks them several times on its path.
+constexpr bool dtypeValid(int type) { return type >= 0 && type < snclNumTypes; }
+constexpr size_t dtypeSize(snclDataType_t type) {
+  constexpr unsigned char kSizes[snclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};  // in snclDataType_t order
+  return dtypeValid(type) ? kSizes[type] : 0;
+}
 const char* dtypeName(snclDataType_t type);
 // NCCL's names ("float16", "bfloat16", "float8e4m3", with or without an nccl/sncl prefix),
 // nccl-tests' ("half", "float", "double", "f8e4m3"), and the short ones ("f16", "bf16",
 // "fp32", "e4m3"), case-insensitive; false for anything else.
 bool dtypeFromName(std::string_view name, snclDataType_t* type);
 const char* redOpName(snclRedOp_t op);
-bool dtypeValid(int type);
 bool dtypeInteger(snclDataType_t type);
 // Band, bor, bxor, land, lor, lxor: defined on the integer types only.
 bool redOpIntegerOnly(snclRedOp_t op);
