@@ -402,7 +402,6 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   args.output = op.output;
   args.elemSize = elemSize;
   args.seq = comm->seq++;
-  args.signature = callSignature(op, elemSize);
   comm->board.enter(args.seq + 1, op, elemSize);
   if (reduces(op.coll)) {
     args.reduce = reduceKernel(op.dtype, op.op == snclAvg ? snclSum : op.op);
@@ -430,6 +429,7 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
       first = Attempt{r, interrupted};
     }
   }
+  args.signature = callSignature(op, elemSize);  // the schedule's message tags carry it
   // After a fault, calls that some rank had reached run on the plan it chose then.
   Plan pinned;
   const Plan* pin = pinnedPlan(comm, args.seq);
