@@ -51,15 +51,17 @@ int queryFn(void* state, MPI_Status* status) {
 int freeFn(void* state) {
   auto* p = static_cast<Pending*>(state);
   recycle(std::move(p->job));
-  std::lock_guard<std::mutex> lock(mu);
-  PendingMap::node_type node = pending.extract(p->req);
-  if (!node.empty() && spareNodes.size() < kSpares) spareNodes.push_back(std::move(node));
-  if (spares.size() < kSpares) {
-    spares.push_back(p);
-  } else {
-    snclEventDestroy(p->event);
-    delete p;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    PendingMap::node_type node = pending.extract(p->req);
+    if (!node.empty() && spareNodes.size() < kSpares) spareNodes.push_back(std::move(node));
+    if (spares.size() < kSpares) {
+      spares.push_back(p);
+      return MPI_SUCCESS;
+    }
   }
+  snclEventDestroy(p->event);  // outside the lock: it takes the events' own
+  delete p;
   return MPI_SUCCESS;
 }
 

@@ -271,6 +271,13 @@ struct Attempt {
   Result result = snclSuccess;
   bool interrupted = false;
 };
+// Whether an attempt that returned *r is done: it succeeded, no fault is pending, and what is
+// kept of it went to the history (lib/comm/history.h). Else *r and *interrupted say why not.
+bool attemptDone(snclComm* comm, const CollOp& op, const ExecArgs& args, Result* r, bool* interrupted) {
+  if (*r != snclSuccess || faultPending(comm)) return false;
+  *r = keepFinished(comm, op, args, interrupted);
+  return *r == snclSuccess && !*interrupted;
+}
 Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const ExecArgs& args,
                     const Attempt* first) {
   FaultState& f = comm->fault;
@@ -282,13 +289,16 @@ Result runWithRetry(snclComm* comm, const CollOp& op, const Plan& plan, const Ex
   double failedAt = 0;
   std::vector<uint32_t> rerouted;
   for (int attempt = 1;; ++attempt) {
-    bool interrupted = first && attempt == 1 && first->interrupted;
-    Result r = first && attempt == 1 ? first->result : runAttempt(comm, op, comm->schedule, args, &interrupted);
-    // Finished here: what is kept of the call for peers still in it (lib/comm/history.h).
-    // A fault round that reaches this rank meanwhile finds it as one still in the call.
-    if (r == snclSuccess && !faultPending(comm)) {
-      r = keepFinished(comm, op, args, &interrupted);
-      if (r == snclSuccess && !interrupted) break;
+    bool interrupted = false;
+    Result r = snclSuccess;
+    if (first && attempt == 1) {
+      r = first->result;
+      interrupted = first->interrupted;
+    } else {
+      r = runAttempt(comm, op, comm->schedule, args, &interrupted);
+      // A fault round that reaches this rank while it hands on what it kept finds it as
+      // one still in the call.
+      if (attemptDone(comm, op, args, &r, &interrupted)) break;
     }
     if (f.revoked.load()) return fail(snclRemoteError, "comm {} rank {}: {}", comm->name, comm->rank, revokedText(comm));
     if (comm->aborted.load() || faultSelfDead(comm)) return r == snclSuccess ? snclRemoteError : r;
@@ -387,10 +397,9 @@ bool exchangesReductions(CollType c) {
 }
 
 // An average is a sum until here: this rank's results divided by nranks.
-Result scaleAverage(snclComm* comm, const CollOp& op) {
+void scaleAverage(snclComm* comm, const CollOp& op) {
   const size_t results = op.op == snclAvg ? resultCount(op, comm->rank) : 0;
   if (results) scaleKernel(op.dtype)(op.output, op.output, results, 1.0 / comm->nranks, comm->nranks);
-  return snclSuccess;
 }
 
 // Runs one collective. A failure of the executor leaves messages half exchanged, so it
@@ -420,11 +429,11 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
     const CallRoute route = routeCall(comm, op, args.seq);
     if (route.path == CallPath::Cells) {
       observer->planned("cells");
-      bool interrupted = false, declined = false;
-      const Result r = runRoute(comm, route, op, args, &interrupted, &declined);
-      if (r == snclSuccess && !faultPending(comm)) {
-        SNCL_CHECK(keepFinished(comm, op, args, &interrupted));  // without retry: the progress board only
-        return scaleAverage(comm, op);
+      bool interrupted = false, declined = false;  // the cells never decline
+      Result r = runRoute(comm, route, op, args, &interrupted, &declined);
+      if (attemptDone(comm, op, args, &r, &interrupted)) {
+        scaleAverage(comm, op);
+        return snclSuccess;
       }
       first = Attempt{r, interrupted};
     }
@@ -475,7 +484,8 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   if (comm->fault.stats.reroutes != reroutes)  // the modeled time of the call with its re-run
     for (auto& t : comm->transports)
       if (auto* bus = dynamic_cast<BusControl*>(t.get())) bus->modeledTimeUs(&comm->fault.stats.lastRetryModeledUs, nullptr);
-  return scaleAverage(comm, op);
+  scaleAverage(comm, op);
+  return snclSuccess;
 }
 
 }  // namespace
