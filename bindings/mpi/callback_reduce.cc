@@ -50,12 +50,12 @@ char* inputsRoom(Job& job, int n, size_t bytes) {
 
 }  // namespace
 
-const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, int ranks, Reduction* red, bool* callback) {
+const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, Reduction* red, bool* callback) {
   *callback = false;
   const char* why = reduction(t, op, count, red);
   if (why != kWhyPairOp && why != kWhyType && why != kWhyUserOp) return why;
   if (op == MPI_OP_NULL || op == MPI_REPLACE || op == MPI_NO_OP || count < 0) return why;  // MPI reports them
-  if (typeSize(t) * static_cast<size_t>(count) * static_cast<size_t>(ranks) > kCallbackMaxBytes)
+  if (typeSize(t) * static_cast<size_t>(count) * static_cast<size_t>(sizeOf(comm)) > kCallbackMaxBytes)
     return "op or type sncl lacks, inputs of all ranks above 64 MiB";
   *callback = true;
   return nullptr;

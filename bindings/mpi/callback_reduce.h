@@ -18,8 +18,9 @@ namespace sncl_mpi {
 constexpr size_t kCallbackMaxBytes = size_t{64} << 20;
 
 // reduction()'s answer (types.h), except that a reduction sncl lacks the op or type for
-// but a callback reduction serves gives nullptr with *callback set.
-const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, int ranks, Reduction* red, bool* callback);
+// but a callback reduction serves gives nullptr with *callback set (comm: whose ranks'
+// inputs the callback gathers).
+const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, Reduction* red, bool* callback);
 
 int callbackAllreduce(Kind k, const void* sb, void* rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
                       const Target& target, MPI_Request* req);

@@ -18,13 +18,13 @@ int allreduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, M
   const Kind k = kindOf(kAllreduce, req);
   Reduction red{};
   bool callback = false;
-  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
+  const char* why = reductionOrCallback(dt, op, count, comm, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
     return req ? PMPI_Iallreduce(sb, rb, count, dt, op, comm, req) : PMPI_Allreduce(sb, rb, count, dt, op, comm);
   }
-  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  noteSncl(k, callback ? typeSize(dt) * static_cast<size_t>(count) : red.n * red.elem);
   if (callback) return callbackAllreduce(k, sb, rb, count, dt, op, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   std::unique_ptr<Job> job;
@@ -41,7 +41,7 @@ int reduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, int 
   const Kind k = kindOf(kReduce, req);
   Reduction red{};
   bool callback = false;
-  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
+  const char* why = reductionOrCallback(dt, op, count, comm, &red, &callback);
   if (!why && (root < 0 || root >= sizeOf(comm))) why = "root";  // MPI reports the bad root
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
@@ -49,7 +49,7 @@ int reduce(const void* sb, void* rb, int count, MPI_Datatype dt, MPI_Op op, int 
     return req ? PMPI_Ireduce(sb, rb, count, dt, op, root, comm, req)
                : PMPI_Reduce(sb, rb, count, dt, op, root, comm);
   }
-  noteSncl(k, typeSize(dt) * static_cast<size_t>(count));
+  noteSncl(k, callback ? typeSize(dt) * static_cast<size_t>(count) : red.n * red.elem);
   if (callback) return callbackReduce(k, sb, rb, count, dt, op, root, comm, *t, req);
   if (!red.n) return nothing(k, comm, *t, req);
   const bool isRoot = rankIn(comm) == root;
@@ -211,7 +211,7 @@ int reduceScatterBlock(const void* sb, void* rb, int rcount, MPI_Datatype dt, MP
   const Kind k = kindOf(kReduceScatterBlock, req);
   Reduction red{};
   bool callback = false;
-  const char* why = reductionOrCallback(dt, op, rcount, sizeOf(comm), &red, &callback);
+  const char* why = reductionOrCallback(dt, op, rcount, comm, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);

@@ -21,6 +21,7 @@ struct Entry {
   snclStream_t stream;  // the stream of every served call on comm
   long order;           // agreed at build: larger on every member than any comm built before
   bool drive = false;   // snclCommGetThreading's waiterDrives
+  QueueMark mark{};     // calls queued on stream (run())
 };
 
 std::mutex mu;
@@ -190,7 +191,7 @@ Entry* find(MPI_Comm comm) {
 
 }  // namespace
 
-bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive) {
+bool commFor(MPI_Comm comm, Target* t) {
   const uint64_t gen = generation.load(std::memory_order_acquire);
   Entry* e = last.mpi == comm && last.generation == gen ? last.entry : nullptr;
   if (!e) {
@@ -213,9 +214,7 @@ bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive) {
     }
     last = {comm, e, gen};
   }
-  *c = e->comm;
-  *s = e->stream;
-  *drive = e->drive;
+  *t = Target{e->comm, e->stream, e->drive, &e->mark};
   return e->comm != nullptr;
 }
 

@@ -12,13 +12,15 @@
 
 #include <mpi.h>
 
+#include "bindings/mpi/common.h"
 #include "sncl/sncl.h"
 
 namespace sncl_mpi {
 
-// The sncl comm and stream for comm; false when sncl cannot serve it (intercommunicator,
-// a failed init: every rank then agrees to fall back). Collective over comm on first use.
-bool commFor(MPI_Comm comm, snclComm_t* c, snclStream_t* s, bool* drive);
+// The sncl comm, stream and queue mark for comm; false when sncl cannot serve it
+// (intercommunicator, a failed init: every rank then agrees to fall back). Collective over
+// comm on first use.
+bool commFor(MPI_Comm comm, Target* t);
 
 // Before PMPI_Comm_free(comm): completes comm's requests, waits for its stream, meets the
 // other ranks in a PMPI_Barrier and destroys the sncl comm and stream.

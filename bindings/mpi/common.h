@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,11 +51,19 @@ int sizeOf(MPI_Comm comm);
 // MPI_Finalize too, which PMPI then reports).
 constexpr const char* kCommWhy = "intercommunicator, failed sncl init, or MPI not initialized";
 
+// Calls run() queued on a comm's stream, and their number when the stream was last seen
+// idle (run() asks the stream only when the two differ).
+struct QueueMark {
+  std::atomic<uint64_t> queued{0};
+  std::atomic<uint64_t> idleAt{0};
+};
+
 // The sncl comm and stream serving an MPI communicator.
 struct Target {
-  snclComm_t comm;
-  snclStream_t stream;
+  snclComm_t comm = nullptr;
+  snclStream_t stream = nullptr;
   bool drive = false;  // the comm's waiter runs queued work (snclCommGetThreading): wait by synchronizing
+  QueueMark* mark = nullptr;
 };
 // nullopt when MPI serves comm (not initialized, finalized, null, intercommunicator, an
 // init that failed on some rank).

@@ -59,10 +59,10 @@ bool packs(MPI_Datatype t, std::span<const Block> blocks) {
 
 Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, std::span<const Block> blocks, bool in,
              bool out, MPI_Comm comm) {
-  ptrdiff_t offset = 0;
+  ptrdiff_t offset = 0, extent = 0;
   auto* user = static_cast<char*>(const_cast<void*>(buf));
-  const ptrdiff_t extent = extentOf(t);
-  if (dense(t, longest(blocks), &offset)) return Staged{user + offset, static_cast<size_t>(extent), 0};
+  if (dense(t, longest(blocks), &offset, &extent)) return Staged{user + offset, static_cast<size_t>(extent), 0};
+  extent = extentOf(t);  // dense() leaves it unset for MPI_DATATYPE_NULL
   const size_t size = typeSize(t);
   long first = 0, end = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bindings/mpi/common.h"
+#include "bindings/mpi/types.h"
 
 namespace sncl_mpi {
 
@@ -42,9 +43,13 @@ struct Staged {
 // when needed), packed now when `in`, unpacked into buf by job's after step when `out`.
 Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, std::span<const Block> blocks, bool in,
              bool out, MPI_Comm comm);
-// One block of count elements at the start (no allocation: every fixed-count call comes here).
+// One block of count elements at the start (no allocation: every fixed-count call comes
+// here; a dense one, nearly all, without a call into staging.cc).
 inline Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, long count, bool in, bool out,
                     MPI_Comm comm) {
+  ptrdiff_t offset = 0, extent = 0;
+  if (dense(t, count, &offset, &extent))
+    return Staged{static_cast<char*>(const_cast<void*>(buf)) + offset, static_cast<size_t>(extent), 0};
   const Block one[1] = {{0, count}};
   return stage(job, buf, t, std::span<const Block>(one), in, out, comm);
 }

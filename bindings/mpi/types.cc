@@ -33,14 +33,16 @@ const Facts& factsOf(MPI_Datatype t) {
   constexpr size_t kKept = 16;
   SNCL_MPI_THREAD_LOCAL Facts kept[kKept];
   SNCL_MPI_THREAD_LOCAL size_t next = 0;
+  SNCL_MPI_THREAD_LOCAL size_t hit = 0;  // the entry found last: a program uses one type call after call
   SNCL_MPI_THREAD_LOCAL Facts derived;
-  for (const Facts& f : kept)
-    if (f.type == t && f.type != MPI_DATATYPE_NULL) return f;
+  if (kept[hit].type == t && t != MPI_DATATYPE_NULL) return kept[hit];
+  for (size_t i = 0; i < kKept; ++i)
+    if (kept[i].type == t && t != MPI_DATATYPE_NULL) return kept[hit = i];
   Facts f = ask(t);
   if (!f.named) return derived = f;
-  Facts& slot = kept[next++ % kKept];
-  slot = f;
-  return slot;
+  hit = next++ % kKept;
+  kept[hit] = f;
+  return kept[hit];
 }
 
 // The one predefined type of t's type map (every constructor's inner types, recursively),
@@ -112,10 +114,11 @@ ptrdiff_t extentOf(MPI_Datatype t) {
   return factsOf(t).extent;
 }
 
-bool dense(MPI_Datatype t, long count, ptrdiff_t* offset) {
+bool dense(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent) {
   if (t == MPI_DATATYPE_NULL) return false;
   const Facts& f = factsOf(t);
   *offset = f.trueLb;
+  if (extent) *extent = f.extent;
   return f.size > 0 && f.trueExtent == f.size && (count <= 1 || f.extent == f.size);
 }
 

@@ -19,8 +19,9 @@ size_t typeSize(MPI_Datatype t);
 
 // Where a run of count elements of t lies as plain bytes: at the buffer plus *offset (the
 // type's true lower bound), when the type's data has no gaps and consecutive elements
-// touch (extent == size, or one element). false: the run must be packed.
-bool dense(MPI_Datatype t, long count, ptrdiff_t* offset);
+// touch (extent == size, or one element). false: the run must be packed. *extent, when
+// given, becomes extentOf(t) (one lookup of t for both).
+bool dense(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent = nullptr);
 
 // Bytes between consecutive elements of t (MPI_Type_get_extent).
 ptrdiff_t extentOf(MPI_Datatype t);

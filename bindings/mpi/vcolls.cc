@@ -181,7 +181,7 @@ int reduceScatter(const void* sb, void* rb, const int* rcounts, MPI_Datatype dt,
   }
   Reduction red{};
   bool callback = false;
-  const char* why = negative ? "negative count" : reductionOrCallback(dt, op, total, n, &red, &callback);
+  const char* why = negative ? "negative count" : reductionOrCallback(dt, op, total, comm, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);
@@ -217,7 +217,7 @@ int scan(bool exclusive, const void* sb, void* rb, int count, MPI_Datatype dt, M
   const Kind k = kindOf(exclusive ? kExscan : kScan, req);
   Reduction red{};
   bool callback = false;
-  const char* why = reductionOrCallback(dt, op, count, sizeOf(comm), &red, &callback);
+  const char* why = reductionOrCallback(dt, op, count, comm, &red, &callback);
   const auto t = why ? std::nullopt : served(comm);
   if (!t) {
     noteMpi(k, why ? why : kCommWhy);

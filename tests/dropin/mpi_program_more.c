@@ -405,11 +405,55 @@ static void progress(MPI_Comm comm, const char* tag) {
   free(big);
 }
 
+/* Hundreds of requests outstanding at once, twice: more than the drop-in keeps for reuse
+ * (its spare requests), so freeing them overflows the spares and the second round reuses
+ * them. Counts from the seed (zero and odd among them); the second round completes its
+ * requests one by one with MPI_Waitany, in whatever order they finish. */
+static void many(MPI_Comm comm, unsigned seed, const char* tag) {
+  enum { kRequests = 300 };
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int* bufs[kRequests];
+  int counts[kRequests];
+  MPI_Request reqs[kRequests];
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kRequests; ++i) {
+      counts[i] = (int)((seed * 2654435761u + (unsigned)i * 97u + (unsigned)round) % 37);
+      bufs[i] = ints((size_t)counts[i], rank, i + round);
+      MPI_Iallreduce(MPI_IN_PLACE, bufs[i], counts[i], MPI_INT, i % 3 == 0 ? MPI_MAX : MPI_SUM, comm, &reqs[i]);
+    }
+    if (round == 0) {
+      MPI_Waitall(kRequests, reqs, MPI_STATUSES_IGNORE);
+    } else {
+      const time_t start = time(NULL);
+      for (int done = 0; done < kRequests; ++done) {
+        int index = MPI_UNDEFINED;
+        MPI_Waitany(kRequests, reqs, &index, MPI_STATUS_IGNORE);
+        if (index == MPI_UNDEFINED) {
+          fprintf(stderr, "mpi_program: MPI_Waitany found no active request after %d of %d\n", done, kRequests);
+          MPI_Abort(MPI_COMM_WORLD, 5);
+        }
+        deadline(start, "MPI_Waitany");
+      }
+    }
+    size_t total = 0;
+    for (int i = 0; i < kRequests; ++i) total += (size_t)counts[i];
+    int* all = malloc(sizeof(int) * (total ? total : 1));
+    for (int i = 0, at = 0; i < kRequests; at += counts[i], ++i) {
+      memcpy(all + at, bufs[i], sizeof(int) * (size_t)counts[i]);
+      free(bufs[i]);
+    }
+    recordf(all, sizeof(int) * total, "%s %d outstanding, round %d", tag, kRequests, round);
+    free(all);
+  }
+}
+
 void more(MPI_Comm comm, unsigned seed) {
   char tag[32];
   snprintf(tag, sizeof tag, "[%u]", seed);
   blocking(comm, seed, tag);
   for (int how = 0; how < 4; ++how) nonblocking(comm, seed * 31 + (unsigned)how, tag, how);
   singles(comm, tag);
+  many(comm, seed, tag);
   progress(comm, tag);
 }
