@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# osu_allreduce with plain MPI and under the sncl drop-in, side by side (microseconds).
+# The sncl drop-in against the MPI beneath it, in the same runs (microseconds).
 #   [RUNS=5] perf/osu_compare.sh <build> [np] [osu_allreduce arguments...]
-# The two run alternately, RUNS times each: on a virtual machine one launch's latency can
-# differ from the next by 2x on its own (where the host places the virtual CPUs), so each
-# column is the median over the runs, and the last columns are the drop-in's time over
-# MPI's per size (of the medians). Every run must check every result; the script fails if
-# one does not.
+# Runs osu_allreduce --pmpi under the preload RUNS times: each run times MPI_* (the
+# drop-in) and PMPI_* (Open MPI, which the preload does not intercept) alternately, so the
+# two share the run's placement of the virtual CPUs, which on a virtual machine changes a
+# launch's latency by up to 2x. Prints per size the medians over the runs of each column and
+# of each run's own ratio (drop-in over MPI), and the ratios' range. Every run checks every
+# result; the script fails if one does not.
 set -euo pipefail
 build=$1 np=${2:-2}
 shift $(( $# >= 2 ? 2 : 1 ))
@@ -16,28 +17,26 @@ export SNCL_SOCKET_IFNAME=${SNCL_SOCKET_IFNAME:-lo}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for ((i = 1; i <= runs; ++i)); do
-  timeout 600 "${mpirun[@]}" "$prog" "$@" >"$out/mpi.$i.txt"
-  LD_PRELOAD=$lib timeout 600 "${mpirun[@]}" "$prog" "$@" >"$out/sncl.$i.txt"
+  LD_PRELOAD=$lib timeout 600 "${mpirun[@]}" "$prog" --pmpi "$@" >"$out/run.$i.txt"
 done
-echo "# $np ranks, $runs runs each, alternated; medians; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $np ranks, $runs runs, the drop-in and MPI alternated within each; medians; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$out" "$runs" <<'EOF'
 import statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])
-def table(side):  # bytes -> ([blocking us], [nonblocking us]) over the runs
-    t = {}
-    for i in range(1, runs + 1):
-        for line in open(f"{out}/{side}.{i}.txt"):
-            f = line.split()
-            if f and not f[0].startswith("#"):
-                b, n = t.setdefault(int(f[0]), ([], []))
-                b.append(float(f[1]))
-                n.append(float(f[2]))
-    return t
-mpi, sncl = table("mpi"), table("sncl")
-print("# %10s | %14s %14s | %14s %14s | %9s %9s" % ("bytes", "MPI Allreduce", "MPI Iallr+Wait", "sncl Allreduce",
-                                                    "sncl Iallr+Wait", "sncl/MPI", "(Iallr)"))
-for size in sorted(mpi):
-    m = [statistics.median(v) for v in mpi[size]]
-    s = [statistics.median(v) for v in sncl[size]]
-    print("  %10d | %14.2f %14.2f | %14.2f %14.2f | %9.2f %9.2f" % (size, *m, *s, s[0] / m[0], s[1] / m[1]))
+rows = {}  # bytes -> list of (sncl blocking, sncl nonblocking, MPI blocking, MPI nonblocking) per run
+for i in range(1, runs + 1):
+    for line in open(f"{out}/run.{i}.txt"):
+        f = line.split()
+        if f and not f[0].startswith("#"):
+            rows.setdefault(int(f[0]), []).append([float(x) for x in f[1:5]])
+print("# %10s | %14s %14s | %14s %14s | %9s %9s | %s" % ("bytes", "MPI Allreduce", "MPI Iallr+Wait", "sncl Allreduce",
+                                                         "sncl Iallr+Wait", "sncl/MPI", "(Iallr)", "sncl/MPI per run"))
+for size in sorted(rows):
+    r = rows[size]
+    med = [statistics.median(x[k] for x in r) for k in range(4)]
+    rb = [x[0] / x[2] for x in r]
+    rn = [x[1] / x[3] for x in r]
+    print("  %10d | %14.2f %14.2f | %14.2f %14.2f | %9.2f %9.2f | %.2f-%.2f (%.2f-%.2f)" %
+          (size, med[2], med[3], med[0], med[1], statistics.median(rb), statistics.median(rn), min(rb), max(rb),
+           min(rn), max(rn)))
 EOF
