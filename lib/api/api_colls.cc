@@ -78,8 +78,9 @@ Result checkBuffers(const void* in, size_t inBytes, const void* out, size_t outB
   return snclSuccess;
 }
 
-Result submit(snclComm* comm, const sncl::CollOp& op, snclStream* stream) {
-  if (sncl::groupDepth() > 0) {
+// grouped: inside snclGroupStart/End (a caller that asked already passes the answer).
+Result submit(snclComm* comm, const sncl::CollOp& op, snclStream* stream, bool grouped = sncl::groupDepth() > 0) {
+  if (grouped) {
     sncl::groupAdd(comm, stream, op);
     return snclSuccess;
   }
@@ -113,10 +114,11 @@ Result allReduce(const void* sendbuff, void* recvbuff, size_t count, snclDataTyp
   // SNCL_COMPRESS (sncl_ext.h, lib/comm/compressed.h): on the NULL stream outside a group,
   // a large float sum or average may run compressed.
   Result compressed = snclSuccess;
-  if (!stream && sncl::groupDepth() == 0 && !o.preMul &&
+  const bool grouped = sncl::groupDepth() > 0;
+  if (!stream && !grouped && !o.preMul &&
       sncl::allReduceAutoCompressed(sendbuff, recvbuff, count, type, o.op, comm, &compressed))
     return compressed;
-  return submit(comm, o, stream);
+  return submit(comm, o, stream, grouped);
 }
 
 Result broadcast(const void* sendbuff, void* recvbuff, size_t count, snclDataType_t type, int root, snclComm* comm,

@@ -490,35 +490,63 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
 
 }  // namespace
 
-Result commRun(snclComm* comm, const CollOp& op) {
-  GroupTask task;
-  task.comm = comm;
-  task.op = op;
-  return commRunBatch(comm, &task, 1);
-}
+namespace {
 
-Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
-  std::lock_guard<std::mutex> lock(comm->runMutex);
-  log::setThreadRank(comm->rank);
+// Whether comm may run calls (under its runMutex).
+Result runnable(snclComm* comm) {
   if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
   if (comm->fault.revoked.load())
     return fail(snclRemoteError, "comm {} rank {}: {}", comm->name, comm->rank, revokedText(comm));
   if (comm->fault.broken)
     return fail(snclRemoteError, "comm {} rank {}: {} (shrink the comm to go on)", comm->name, comm->rank,
                 comm->fault.brokenMessage);
+  return snclSuccess;
+}
+
+Result runObserved(snclComm* comm, const CollOp& op, bool onStream) {
+  CallObserver observer(comm, op, onStream);
+  const Result r = runCollective(comm, op, &observer);
+  observer.end(r);
+  return r;
+}
+
+// Schedules and scratch grow with the largest call so far; running out of memory there is
+// a failed call, not an exception through the C API.
+Result outOfMemory(snclComm* comm) {
+  comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
+  return fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
+}
+
+}  // namespace
+
+Result commRun(snclComm* comm, const CollOp& op) {
+  if (isPointToPoint(op.coll)) {
+    GroupTask task;
+    task.comm = comm;
+    task.op = op;
+    return commRunBatch(comm, &task, 1);
+  }
+  // One collective on the caller's thread: as commRunBatch, without copying op into a task.
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  log::setThreadRank(comm->rank);
+  SNCL_CHECK(runnable(comm));
+  try {
+    return runObserved(comm, op, false);
+  } catch (const std::bad_alloc&) {
+    return outOfMemory(comm);
+  }
+}
+
+Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  log::setThreadRank(comm->rank);
+  SNCL_CHECK(runnable(comm));
   bool pointToPoint = false;
   Result r = snclSuccess;
-  // Schedules and scratch grow with the largest call so far; running out of memory
-  // there is a failed call, not an exception through the C API.
   try {
     for (size_t i = 0; i < n && r == snclSuccess; ++i) {
-      if (isPointToPoint(tasks[i].op.coll)) {
-        pointToPoint = true;
-      } else {
-        CallObserver observer(comm, tasks[i]);
-        r = runCollective(comm, tasks[i].op, &observer);
-        observer.end(r);
-      }
+      if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
+      else r = runObserved(comm, tasks[i].op, tasks[i].stream != nullptr);
     }
     if (r == snclSuccess && pointToPoint) {
       CallObserver observer(comm, tasks, n);
@@ -526,8 +554,7 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
       observer.end(r);
     }
   } catch (const std::bad_alloc&) {
-    comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
-    r = fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
+    r = outOfMemory(comm);
   }
   return r;
 }

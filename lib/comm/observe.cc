@@ -37,9 +37,8 @@ int32_t planIndex(snclComm* comm, const Plan& plan) {
 
 }  // namespace
 
-CallObserver::CallObserver(snclComm* comm, const GroupTask& task) : comm_(comm) {
-  const CollOp& op = task.op;
-  begin(static_cast<uint8_t>(op.coll), &task);
+CallObserver::CallObserver(snclComm* comm, const CollOp& op, bool onStream) : comm_(comm) {
+  begin(static_cast<uint8_t>(op.coll), op.count * dtypeSize(op.dtype), onStream);
   if (!detailed_) return;
   dtype_ = static_cast<uint8_t>(op.dtype);
   op_ = op.preMul ? -1 : int32_t(op.op);
@@ -52,7 +51,7 @@ CallObserver::CallObserver(snclComm* comm, const GroupTask& task) : comm_(comm) 
 }
 
 CallObserver::CallObserver(snclComm* comm, const GroupTask* tasks, size_t n) : comm_(comm) {
-  begin(kSendRecvColl, n ? &tasks[0] : nullptr);
+  begin(kSendRecvColl, 0, n && tasks[0].stream);
   if (!detailed_) return;
   uint32_t sends = 0, recvs = 0;
   size_t bytes = 0;
@@ -74,13 +73,13 @@ CallObserver::CallObserver(snclComm* comm, const GroupTask* tasks, size_t n) : c
   fireBegin();  // a group's sends and receives have no plan to wait for
 }
 
-void CallObserver::begin(uint8_t coll, const GroupTask* task) {
+void CallObserver::begin(uint8_t coll, size_t bytes, bool onStream) {
   Observation& o = comm_->obs;
   coll_ = coll;
   writeBegin(o);
   o.coll.store(coll, kField);
   o.seq.store(comm_->seq, kField);
-  o.bytes.store(task && coll != kSendRecvColl ? task->op.count * dtypeSize(task->op.dtype) : 0, kField);
+  o.bytes.store(bytes, kField);
   o.startNs.store(trace::coarseNowNs(), kField);
   o.started.store(o.started.load(std::memory_order_relaxed) + 1, kField);  // one writer: no locked add
   writeEnd(o);
@@ -93,7 +92,7 @@ void CallObserver::begin(uint8_t coll, const GroupTask* task) {
     o.trace->buffer.setCallSeq(comm_->seq);
   }
   if (o.trace && trace::threadRole() != trace::Role::GroupWorker)
-    trace::setThreadRole(task && task->stream ? trace::Role::Stream : trace::Role::Caller);
+    trace::setThreadRole(onStream ? trace::Role::Stream : trace::Role::Caller);
 }
 
 void CallObserver::planned(const Plan& plan) {

@@ -85,8 +85,8 @@ struct Observation {
 // the status, the profiler's callBegin/callEnd, the call's trace event.
 class CallObserver {
  public:
-  // A collective.
-  CallObserver(snclComm* comm, const GroupTask& task);
+  // A collective (onStream: run by a stream, for the trace's thread role).
+  CallObserver(snclComm* comm, const CollOp& op, bool onStream);
   // A group's sends and receives on comm (the point-to-point ones among tasks).
   CallObserver(snclComm* comm, const GroupTask* tasks, size_t n);
   // Ends the call as a system error if end() was not reached (an exception).
@@ -100,7 +100,8 @@ class CallObserver {
   void end(Result r);
 
  private:
-  void begin(uint8_t coll, const GroupTask* task);
+  // bytes: the call's (0 for a group's sends and receives).
+  void begin(uint8_t coll, size_t bytes, bool onStream);
   void fireBegin();
 
   snclComm* comm_;

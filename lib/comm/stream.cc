@@ -5,6 +5,7 @@
 
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
+#include "lib/base/trace.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/group.h"
 #include "lib/comm/threading.h"
@@ -29,8 +30,10 @@ snclStream::~snclStream() {
 
 sncl::Result snclStream::enqueue(const sncl::GroupTask* tasks, size_t n, int64_t timeoutMs) {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = sncl::Clock::now() + std::chrono::milliseconds(timeoutMs);
-  if (!workDone_.wait_until(lock, deadline, [this] { return size_ < kCapacity; }))
+  // The clock is read only for a full queue: a read costs as much as a small call's queueing.
+  if (size_ >= kCapacity &&
+      !workDone_.wait_until(lock, sncl::Clock::now() + std::chrono::milliseconds(timeoutMs),
+                            [this] { return size_ < kCapacity; }))
     return sncl::fail(snclTimeout, "stream queue stayed full ({} calls) for {} ms", kCapacity, timeoutMs);
   ring_[(head_ + size_) % kCapacity].assign(tasks, tasks + n);
   if (size_ == 0) headSince_ = sncl::Clock::now();
@@ -82,9 +85,8 @@ void snclStream::runHead(std::unique_lock<std::mutex>& lock, bool onHelper) {
   --size_;
   idle_.store(size_ == 0 && error_ == snclSuccess, std::memory_order_release);
   running_ = false;
-  const auto now = sncl::Clock::now();
-  if (size_ > 0) headSince_ = now;
-  if (waiterDrives) lastWaiterWork_ = now;
+  if (size_ > 0) headSince_ = sncl::Clock::now();
+  if (waiterDrives) lastWaiterWorkNs_ = sncl::trace::coarseNowNs();
   workDone_.notify_all();
   if (!onHelper && helperAsleep_) workReady_.notify_one();
 }
@@ -107,7 +109,7 @@ void snclStream::serve() {
       workReady_.wait_until(lock, headSince_ + unclaimed);
       continue;
     }
-    if (size_ > 0 || now - lastWaiterWork_ < microseconds(kLookAroundMicros)) {
+    if (size_ > 0 || sncl::trace::coarseNowNs() - lastWaiterWorkNs_ < kLookAroundMicros * 1000) {
       workReady_.wait_for(lock, unclaimed);  // a waiter runs the head, or may queue more soon
       continue;
     }

@@ -87,7 +87,9 @@ struct snclStream {
   bool helperAsleep_ = false;  // the stream's thread waits without a timeout: enqueue wakes it
   const bool helperHasCore_;   // read at creation (lib/comm/threading.h)
   sncl::Clock::time_point headSince_;  // when the head item became the head
-  sncl::Clock::time_point lastWaiterWork_;  // when an item the waiter drives last finished
+  // When an item the waiter drives last finished (the coarse clock: kLookAroundMicros is
+  // long, and this is stamped after every such item).
+  int64_t lastWaiterWorkNs_ = 0;
   sncl::Result error_ = snclSuccess;
   std::string errorMsg_;
   // size_ == 0 and error_ == success, written under mu_ where either changes: query() reads
