@@ -114,12 +114,16 @@ ptrdiff_t extentOf(MPI_Datatype t) {
   return factsOf(t).extent;
 }
 
-bool dense(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent) {
+SNCL_MPI_THREAD_LOCAL DenseMemo tDenseMemo;
+
+bool denseLookup(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent) {
   if (t == MPI_DATATYPE_NULL) return false;
   const Facts& f = factsOf(t);
   *offset = f.trueLb;
   if (extent) *extent = f.extent;
-  return f.size > 0 && f.trueExtent == f.size && (count <= 1 || f.extent == f.size);
+  const bool one = f.size > 0 && f.trueExtent == f.size, many = one && f.extent == f.size;
+  if (f.named) tDenseMemo = {t, f.trueLb, f.extent, one, many};  // derived handles may be freed and reused
+  return count <= 1 ? one : many;
 }
 
 const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <optional>
 
+#include "bindings/mpi/tls.h"
 #include "sncl/sncl.h"
 
 namespace sncl_mpi {
@@ -21,7 +22,24 @@ size_t typeSize(MPI_Datatype t);
 // type's true lower bound), when the type's data has no gaps and consecutive elements
 // touch (extent == size, or one element). false: the run must be packed. *extent, when
 // given, becomes extentOf(t) (one lookup of t for both).
-bool dense(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent = nullptr);
+bool denseLookup(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent);
+
+// The answer for the predefined type this thread asked about last (a program passes one
+// type call after call, for both buffers): read inline, without a call.
+struct DenseMemo {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  ptrdiff_t offset = 0, extent = 0;
+  bool one = false, many = false;  // dense for count <= 1, for more
+};
+extern SNCL_MPI_THREAD_LOCAL DenseMemo tDenseMemo;
+
+inline bool dense(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent = nullptr) {
+  const DenseMemo& m = tDenseMemo;
+  if (t != m.type || t == MPI_DATATYPE_NULL) return denseLookup(t, count, offset, extent);
+  *offset = m.offset;
+  if (extent) *extent = m.extent;
+  return count <= 1 ? m.one : m.many;
+}
 
 // Bytes between consecutive elements of t (MPI_Type_get_extent).
 ptrdiff_t extentOf(MPI_Datatype t);
