@@ -61,8 +61,8 @@ Staged stage(std::unique_ptr<Job>& job, const void* buf, MPI_Datatype t, std::sp
              bool out, MPI_Comm comm) {
   ptrdiff_t offset = 0, extent = 0;
   auto* user = static_cast<char*>(const_cast<void*>(buf));
+  // extent: set by dense() for every type but MPI_DATATYPE_NULL, whose extent is 0.
   if (dense(t, longest(blocks), &offset, &extent)) return Staged{user + offset, static_cast<size_t>(extent), 0};
-  extent = extentOf(t);  // dense() leaves it unset for MPI_DATATYPE_NULL
   const size_t size = typeSize(t);
   long first = 0, end = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
