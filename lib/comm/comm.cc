@@ -488,10 +488,6 @@ Result runCollective(snclComm* comm, const CollOp& op, CallObserver* observer) {
   return snclSuccess;
 }
 
-}  // namespace
-
-namespace {
-
 // Whether comm may run calls (under its runMutex).
 Result runnable(snclComm* comm) {
   if (comm->aborted.load()) return fail(snclInvalidUsage, "comm {} rank {} was aborted", comm->name, comm->rank);
@@ -503,18 +499,27 @@ Result runnable(snclComm* comm) {
   return snclSuccess;
 }
 
+// Runs calls on comm under its runMutex, once comm may. Schedules and scratch grow with the
+// largest call so far; running out of memory there is a failed call, not an exception
+// through the C API.
+template <class F>
+Result underRunMutex(snclComm* comm, const F& calls) {
+  std::lock_guard<std::mutex> lock(comm->runMutex);
+  log::setThreadRank(comm->rank);
+  SNCL_CHECK(runnable(comm));
+  try {
+    return calls();
+  } catch (const std::bad_alloc&) {
+    comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
+    return fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
+  }
+}
+
 Result runObserved(snclComm* comm, const CollOp& op, bool onStream) {
   CallObserver observer(comm, op, onStream);
   const Result r = runCollective(comm, op, &observer);
   observer.end(r);
   return r;
-}
-
-// Schedules and scratch grow with the largest call so far; running out of memory there is
-// a failed call, not an exception through the C API.
-Result outOfMemory(snclComm* comm) {
-  comm->scheduleKey.count = SIZE_MAX;  // the schedule may be half built
-  return fail(snclSystemError, "comm {} rank {}: out of memory for a schedule or scratch", comm->name, comm->rank);
 }
 
 }  // namespace
@@ -526,24 +531,14 @@ Result commRun(snclComm* comm, const CollOp& op) {
     task.op = op;
     return commRunBatch(comm, &task, 1);
   }
-  // One collective on the caller's thread: as commRunBatch, without copying op into a task.
-  std::lock_guard<std::mutex> lock(comm->runMutex);
-  log::setThreadRank(comm->rank);
-  SNCL_CHECK(runnable(comm));
-  try {
-    return runObserved(comm, op, false);
-  } catch (const std::bad_alloc&) {
-    return outOfMemory(comm);
-  }
+  // One collective: as commRunBatch, without copying op into a task.
+  return underRunMutex(comm, [&] { return runObserved(comm, op, false); });
 }
 
 Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
-  std::lock_guard<std::mutex> lock(comm->runMutex);
-  log::setThreadRank(comm->rank);
-  SNCL_CHECK(runnable(comm));
-  bool pointToPoint = false;
-  Result r = snclSuccess;
-  try {
+  return underRunMutex(comm, [&] {
+    bool pointToPoint = false;
+    Result r = snclSuccess;
     for (size_t i = 0; i < n && r == snclSuccess; ++i) {
       if (isPointToPoint(tasks[i].op.coll)) pointToPoint = true;
       else r = runObserved(comm, tasks[i].op, tasks[i].stream != nullptr);
@@ -553,10 +548,8 @@ Result commRunBatch(snclComm* comm, const GroupTask* tasks, size_t n) {
       r = runPointToPoint(comm, tasks, n);
       observer.end(r);
     }
-  } catch (const std::bad_alloc&) {
-    r = outOfMemory(comm);
-  }
-  return r;
+    return r;
+  });
 }
 
 void commSetAsyncError(snclComm* comm, Result r) {

@@ -407,7 +407,9 @@ static void progress(MPI_Comm comm, const char* tag) {
 
 /* Hundreds of requests outstanding at once, twice: more than the drop-in keeps for reuse
  * (its spare requests), so freeing them overflows the spares and the second round reuses
- * them. Counts from the seed (zero and odd among them); the second round completes its
+ * them. Counts from the seed (zero and odd among them, and now and then a large odd one,
+ * past the cells, so that small and large calls are queued together); the type changes
+ * from call to call (int, unsigned), as does the op. The second round completes its
  * requests one by one with MPI_Waitany, in whatever order they finish. */
 static void many(MPI_Comm comm, unsigned seed, const char* tag) {
   enum { kRequests = 300 };
@@ -418,9 +420,11 @@ static void many(MPI_Comm comm, unsigned seed, const char* tag) {
   MPI_Request reqs[kRequests];
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < kRequests; ++i) {
-      counts[i] = (int)((seed * 2654435761u + (unsigned)i * 97u + (unsigned)round) % 37);
+      const unsigned draw = seed * 2654435761u + (unsigned)i * 97u + (unsigned)round;
+      counts[i] = draw % 53 == 0 ? (int)(20000 + draw % 4096) | 1 : (int)(draw % 37);
       bufs[i] = ints((size_t)counts[i], rank, i + round);
-      MPI_Iallreduce(MPI_IN_PLACE, bufs[i], counts[i], MPI_INT, i % 3 == 0 ? MPI_MAX : MPI_SUM, comm, &reqs[i]);
+      MPI_Iallreduce(MPI_IN_PLACE, bufs[i], counts[i], i % 2 ? MPI_UNSIGNED : MPI_INT, i % 3 == 0 ? MPI_MAX : MPI_SUM,
+                     comm, &reqs[i]);
     }
     if (round == 0) {
       MPI_Waitall(kRequests, reqs, MPI_STATUSES_IGNORE);
