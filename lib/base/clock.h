@@ -13,6 +13,7 @@ class Deadline {
   Deadline() = default;  // already past (no clock read): to be set before it is asked
   static Deadline after(std::chrono::milliseconds d) { return Deadline(Clock::now() + d); }
   static Deadline afterMs(int64_t ms) { return after(std::chrono::milliseconds(ms)); }
+  static Deadline afterUs(int64_t us) { return Deadline(Clock::now() + std::chrono::microseconds(us)); }
   bool expired() const { return Clock::now() >= at_; }
   // Milliseconds left, clamped to [0, INT32_MAX], for poll() and friends.
   int remainingMs() const {

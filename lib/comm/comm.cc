@@ -120,7 +120,7 @@ Result setupTransports(snclComm* comm, Deadline deadline) {
     if (!peersOf[t].empty()) summary += fmt::format(" {}({} peers)", names[t], peersOf[t].size());
     comm->transports.push_back(std::move(transport));
   }
-  comm->executor = std::make_unique<Executor>(comm->rank, std::move(transportOfPeer), comm->timeoutMs);
+  comm->executor = std::make_unique<Executor>(comm->rank, std::move(transportOfPeer), comm->timeoutMs, comm->threads.wait);
   log::info(log::Subsys::Init, "comm {} rank {}/{} ready; transports:{}", comm->name, comm->rank, comm->nranks,
             summary.empty() ? " none" : summary);
   return snclSuccess;

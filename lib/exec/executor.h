@@ -10,6 +10,7 @@
 #include "algorithms/schedule.h"
 #include "lib/base/error.h"
 #include "lib/base/trace.h"
+#include "lib/base/wait_policy.h"
 #include "lib/exec/reduce.h"
 #include "lib/transport/transport.h"
 
@@ -32,8 +33,8 @@ struct ExecArgs {
 
 class Executor {
  public:
-  // transportOfPeer[r] serves peer r (nullptr for this rank).
-  Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t timeoutMs);
+  // transportOfPeer[r] serves peer r (nullptr for this rank); wait is the comm's policy.
+  Executor(int rank, std::vector<Transport*> transportOfPeer, int64_t timeoutMs, WaitPolicy wait = {});
 
   Result run(const algo::Schedule& schedule, const ExecArgs& args);
 
@@ -123,6 +124,7 @@ class Executor {
   int rank_;
   std::vector<Transport*> transportOfPeer_;
   std::vector<Transport*> transports_;  // distinct transports, for wait()
+  bool yieldPolls_ = false;              // oversubscribed over several transports (kYieldPollMicros)
   int64_t timeoutMs_;
   std::vector<Pending> pending_;        // reused across steps: no allocation once warm
   std::vector<SinkTarget> sinks_;

@@ -2,6 +2,7 @@
 #include "transports/ofi/ofi_rails.h"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 
@@ -118,6 +119,11 @@ class OfiRails final : public Transport {
         for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
         if (completed) return;
       } while (Clock::now() < until);
+    }
+    for (int i = 0; i < rails_[size_t(order_[0])]->yieldsHere(); ++i) {
+      sched_yield();
+      for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
+      if (completed) return;
     }
     std::vector<pollfd>& fds = sleepFds_;
     fds.clear();

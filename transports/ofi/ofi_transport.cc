@@ -8,6 +8,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_tagged.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -184,8 +185,11 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   SNCL_CHECK(allocatePools(peers));
   SNCL_CHECK(connectPeers(all, peers, deadline));
   setupDone_ = true;
-  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}",
-            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_));
+  timeCqReads();
+  log::info(log::Subsys::Transport,
+            "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}, completion reads every {} ns",
+            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_),
+            cqReadIntervalNs_);
   return snclSuccess;
 }
 
@@ -359,6 +363,11 @@ void OfiTransport::wait(int64_t maxMicros) {
     do {
       if (progressNow()) return;
     } while (Clock::now() < until);
+  }
+  // Without a core of its own, let the peer this rank waits for run first (as shm does).
+  for (int i = 0; i < yieldsHere(); ++i) {
+    sched_yield();
+    if (progressNow()) return;
   }
   pollfd fds[2];
   const int n = sleepFds(fds);

@@ -121,6 +121,7 @@ class OfiTransport : public Transport {
   // sleeping; the descriptors to sleep on (-1: not now, a read has work to do).
   bool progressNow() { return setupDone_ && !aborted_.load(std::memory_order_relaxed) && progress(); }
   int64_t spinMicros() const { return setupDone_ ? wait_.spinHere() : 0; }
+  int yieldsHere() const { return setupDone_ ? wait_.yields : 0; }
   int sleepFds(pollfd fds[2]);
   // Sends posted to the provider and not completed (ofi_rails.cc drains them before a close).
   bool sendsInFlight() const { return freeTx_.size() != txOps_.size(); }
@@ -212,6 +213,9 @@ class OfiTransport : public Transport {
   void postSlots(int peer);
   Post postResult(ssize_t rc, int peer, const char* what);
   bool progress();  // true if it read a completion
+  // test()'s read: only when cqReadIntervalNs_ passed since the last read (timeCqReads).
+  bool progressIfDue();
+  void timeCqReads();
   void complete(Op* op, size_t len, uint64_t data);
   void completeWithError();
   void deliver(int peer);
@@ -234,6 +238,8 @@ class OfiTransport : public Transport {
   uint64_t commId_ = 0;
   bool setupDone_ = false;
   WaitPolicy wait_;  // the comm's: spin before sleeping or not
+  int64_t cqReadIntervalNs_ = 0;  // test() reads the completion queue at most this often
+  int64_t lastCqReadNs_ = 0;      // steady clock of the last read
   bool useCache_ = false;    // register user buffers (else: direct or bounce)
   bool bounce_ = false;
   bool checkData_ = false;   // the provider carries 8 bytes of remote CQ data
