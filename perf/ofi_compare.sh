@@ -81,7 +81,7 @@ out=$(cat "$out_file")
 rm -f "$out_file"
 echo "$out"
 row=$(row_of "$out")
-sncl_gbps=$(awk '{print $6}' <<< "$row")
+sncl_gbps=$(awk '{print $7}' <<< "$row")
 
 echo "# all_reduce_perf -c 1, 2 ranks, SNCL_TRANSPORT=ofi"
 SNCL_TRANSPORT=ofi "${MPIRUN[@]}" -x SNCL_TRANSPORT -np 2 "$BUILD/perf/all_reduce_perf" -b 8 -e 64M -f 4 -n "$ITERS" -w 5 -c 1

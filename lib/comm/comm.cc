@@ -141,8 +141,14 @@ Result setupPlanner(snclComm* comm) {
     graph = std::shared_ptr<const topo::Graph>(comm->topology, &comm->topology->graph());
     for (int r = 0; r < comm->nranks; ++r) rankVertex.push_back(comm->topology->rankVertex(r));
   } else {
+    // A network transport forced for every pair (SNCL_TRANSPORT=ofi or plugin) reaches even
+    // the ranks of one host over the network: each is priced as a host of its own.
+    std::vector<PeerInfo> placed = comm->peers;
+    const std::string forced = env::str("SNCL_TRANSPORT").value_or("");
+    if (forced == "ofi" || forced == "plugin")
+      for (size_t r = 0; r < placed.size(); ++r) placed[r].hostId = r;
     std::shared_ptr<topo::Graph> hosts;
-    SNCL_CHECK(defaultTopology(comm->peers, tuning, &hosts, &rankVertex));
+    SNCL_CHECK(defaultTopology(placed, tuning, &hosts, &rankVertex));
     graph = std::move(hosts);
   }
   // Every pair on the emulated bus: the estimates predict its modeled clock.
@@ -153,7 +159,8 @@ Result setupPlanner(snclComm* comm) {
     for (int r = 1; r < comm->nranks && allBus; ++r) allBus = comm->topology->sameSupernode(0, r);
   }
   auto model = std::make_shared<CostModel>(std::move(graph), std::move(rankVertex), std::move(tuning),
-                                           allBus ? CostClock::BusModeled : CostClock::Wall);
+                                           allBus ? CostClock::BusModeled : CostClock::Wall, CostPath::Bundled,
+                                           comm->threads.busiestShare);
   PlannerOptions options;
   options.algoSpec = env::str("SNCL_ALGO").value_or("");
   options.chunkBytes = env::bytes("SNCL_CHUNK_SIZE", 1u << 20);

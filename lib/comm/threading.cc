@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "lib/base/env.h"
 
@@ -73,6 +74,11 @@ Result decideThreads(int rank, const std::vector<PeerInfo>& peers, const std::ve
   m.hostRanks = static_cast<int>(sharing.size());
   m.hostCpus = cpusTogether(sharing);
   m.oversubscribed = m.hostRanks > m.hostCpus;
+  // Every machine's ranks and CPUs (all of its ranks together, whatever their masks).
+  std::map<uint64_t, std::vector<CpuSummary>> machines;
+  for (size_t r = 0; r < peers.size(); ++r) machines[peers[r].bootId].push_back(cpus[r]);
+  for (const auto& [boot, sets] : machines)
+    m.busiestShare = std::max(m.busiestShare, double(sets.size()) / cpusTogether(sets));
   m.wait.spinMicros = m.oversubscribed ? 0 : kSpinBeforeSleepMicros;
   m.wait.yields = m.oversubscribed ? kYields : 0;
   // A helper thread pays only with a core of its own beside the caller's.

@@ -30,6 +30,9 @@ struct ThreadModel {
   int hostRanks = 1;          // ranks of the comm on this machine whose CPUs overlap this rank's, itself included
   int hostCpus = 1;           // the CPUs those ranks can use together
   bool oversubscribed = false;  // hostRanks > hostCpus
+  // Ranks per CPU on the comm's busiest machine (at least 1), equal on every rank: the
+  // planner's cost of a message's CPU (lib/plan/cost_model.h).
+  double busiestShare = 1.0;
   bool waiterDrives = true;   // stream work runs on the thread that waits for it
   bool forced = false;        // SNCL_PROGRESS set it
   WaitPolicy wait;

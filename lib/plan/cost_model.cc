@@ -21,7 +21,10 @@ Tuning defaultTuning() {
   t.kind[int(topo::LinkKind::Bus)] = {1.0, 20.0};
   t.kind[int(topo::LinkKind::Shm)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Pcie)] = {1.0, 8.0};
-  t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0};
+  // A message over TCP costs each end about 5 us of system calls (sendmsg with the
+  // loopback's delivery ~6-8 us, epoll and recv ~3-4 us; perf on 3 ranks over tcp;ofi_rxm,
+  // 2026-12-07): what keeps 8 ranks of 2 hosts from sending every byte to every peer.
+  t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0, 5.0};
   // Two ranks never stage: with a CPU each, their schedule (single copies, sends published
   // before receives are read) beat staging at every size (sncl-tune on 2 cores,
   // 2026-12-07: 16 KiB 8.9 against 10.0 us, 1 MiB 202 against 221). Three and more share
@@ -43,8 +46,10 @@ uint64_t hashChannels(const std::vector<uint32_t>& channels) {
 }  // namespace
 
 CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
-                     CostClock clock, CostPath path)
-    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock), path_(path) {
+                     CostClock clock, CostPath path, double cpuShare)
+    : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock), path_(path),
+      cpuShare_(clock == CostClock::Wall ? std::max(1.0, cpuShare) : 0.0) {
+  rankCpuUs_.assign(rankVertex_.size(), 0.0);
   // All of the comm's ranks share this machine's cores, whichever of them a step involves.
   stepOverheadUs_ = clock_ == CostClock::Wall ? tuning_.stepOverheadAt(nranks()) : 0.0;
   cacheEpoch_ = graph_->epoch();
@@ -343,6 +348,8 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i : loaded_) load_[i] = 0.0;
     loaded_.clear();
+    for (uint32_t r : cpuRanks_) rankCpuUs_[r] = 0.0;
+    cpuRanks_.clear();
     stepMiddles_.clear();
     ++stepMark_;
     stepRoutes_.assign(flows.size(), RouteView{});
@@ -368,6 +375,11 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
       forEachOwnShare(r, [&](uint32_t entry, double fraction) { add(entry, f.bytes * fraction); });
       add(rankChannel(f.src, false, r.kind), f.bytes);
       add(rankChannel(f.dst, true, r.kind), f.bytes);
+      if (const double cpu = tuning_.kind[int(r.kind)].cpuUs * cpuShare_; cpu > 0)
+        for (int end : {f.src, f.dst}) {
+          if (rankCpuUs_[size_t(end)] == 0.0) cpuRanks_.push_back(uint32_t(end));
+          rankCpuUs_[size_t(end)] += cpu;
+        }
     }
     if (generation != generation_) continue;
     for (const ClassRoute* m : stepMiddles_)
@@ -397,6 +409,10 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
     c.transferUs = std::max(c.transferUs, transfer);
     sum += r.alphaUs + transfer;
   }
+  double cpuUs = 0;
+  for (uint32_t r : cpuRanks_) cpuUs = std::max(cpuUs, rankCpuUs_[r]);
+  c.worstUs = std::max(c.worstUs, cpuUs);
+  c.transferUs = std::max(c.transferUs, cpuUs);
   if (messages) {
     c.meanUs = sum / messages + stepOverheadUs_;
     c.worstUs += stepOverheadUs_;

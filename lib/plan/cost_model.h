@@ -41,6 +41,9 @@ namespace sncl {
 struct KindCost {
   double alphaUs = 1.0;  // per message, software startup
   double betaGBs = 8.0;  // what the transport moves per second over one link of this kind
+  // CPU a message costs the rank at each end (LogP's o: a send's or a receive's system
+  // calls), which its messages of one step take in turn; α already holds one message's.
+  double cpuUs = 0.0;
 };
 
 // What calibration measures (sncl-tune writes it, SNCL_TUNING_FILE names it).
@@ -113,8 +116,10 @@ enum class CostPath { Bundled, Exact };
 class CostModel {
  public:
   // graph is finalized; rankVertex[r] is the vertex rank r runs on.
+  // cpuShare: ranks per CPU on the comm's busiest machine (Wall clock: a rank's message CPU
+  // takes that many times as long when its host's ranks outnumber their cores).
   CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo::VertexId> rankVertex, Tuning tuning,
-            CostClock clock = CostClock::Wall, CostPath path = CostPath::Bundled);
+            CostClock clock = CostClock::Wall, CostPath path = CostPath::Bundled, double cpuShare = 1.0);
 
   int nranks() const { return static_cast<int>(rankVertex_.size()); }
   const topo::Graph& graph() const { return *graph_; }
@@ -157,7 +162,8 @@ class CostModel {
   PairCost pair(int src, int dst) const;
 
   // A step's messages, each α + its transfer at the shared links' rates, plus the step
-  // overhead: the slowest one, their mean, and the longest transfer without α.
+  // overhead: the slowest one, their mean, and the longest transfer without α; none less
+  // than the busiest rank's message CPU (KindCost::cpuUs, Wall clock only).
   struct StepCost {
     double worstUs = 0;
     double meanUs = 0;
@@ -262,6 +268,9 @@ class CostModel {
   CostClock clock_;
   CostPath path_;
   double stepOverheadUs_;
+  double cpuShare_;                            // Wall: ranks per CPU (constructor); else 0
+  mutable std::vector<double> rankCpuUs_;      // stepCost: each rank's message CPU
+  mutable std::vector<uint32_t> cpuRanks_;     // the ranks of rankCpuUs_ this step touched
   // Estimates run at plan time, not per call: routes are cached per pair and epoch.
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;

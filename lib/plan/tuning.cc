@@ -93,11 +93,12 @@ Result parseTuning(const std::string& text, const std::string& source, Tuning* o
         else if (!topo::parseLinkKind(kindName, &kind))
           return bad(source, "/links/" + kindName, "unknown link kind (bus, shm, pcie, net or ofi)");
         const std::string where = "/links/" + kindName;
-        if (!fig.is_object()) return bad(source, where, "expected {\"alpha_us\": .., \"beta_gbs\": ..}");
+        if (!fig.is_object()) return bad(source, where, "expected {\"alpha_us\": .., \"beta_gbs\": .., \"cpu_us\": ..}");
         t.measured[int(kind)] = true;
         for (auto& [field, v] : fig.items()) {
           if (field == "alpha_us") SNCL_CHECK(nonNegative(v, source, where + "/alpha_us", &t.kind[int(kind)].alphaUs));
           else if (field == "beta_gbs") SNCL_CHECK(positive(v, source, where + "/beta_gbs", &t.kind[int(kind)].betaGBs));
+          else if (field == "cpu_us") SNCL_CHECK(nonNegative(v, source, where + "/cpu_us", &t.kind[int(kind)].cpuUs));
           else if (field != "samples") return bad(source, where + "/" + field, "unknown field");
         }
       }
@@ -150,7 +151,8 @@ std::string tuningJson(const Tuning& t, const std::array<bool, topo::kNumLinkKin
   nlohmann::json links = nlohmann::json::object();
   for (int k = 0; k < topo::kNumLinkKinds; ++k)
     if (measured[k])
-      links[topo::kindName(topo::LinkKind(k))] = {{"alpha_us", t.kind[k].alphaUs}, {"beta_gbs", t.kind[k].betaGBs}};
+      links[topo::kindName(topo::LinkKind(k))] = {
+          {"alpha_us", t.kind[k].alphaUs}, {"beta_gbs", t.kind[k].betaGBs}, {"cpu_us", t.kind[k].cpuUs}};
   doc["links"] = links;
   if (!t.stepOverheadUs.empty()) {
     nlohmann::json steps = nlohmann::json::object();
