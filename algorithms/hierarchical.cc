@@ -37,7 +37,18 @@ class PhaseList {
     }
     const auto groups = splitByGroup(members, groupOf_[level]);
     const size_t k = groups[0].size(), b = count / k, t = count % k;
-    if (t) push(3 * level, HierPhase::Kind::AllReduce, true, t, fromInput, members, base + k * b);
+    // The t < k left-over elements: an All-Reduce inside each group, then one across the
+    // groups among the members of one place, which hold equal sums. A rank sends them as
+    // many messages across groups as the rest of the call, not one to every member (8 ranks
+    // of 2 hosts over TCP on 2 cores, 8 B: 490-590 -> 240-350 us, MPI 330-440).
+    if (t) {
+      for (const auto& g : groups) push(3 * level, HierPhase::Kind::AllReduce, true, t, fromInput, g, base + k * b);
+      for (size_t j = 0; j < k; ++j) {
+        std::vector<int> across;
+        for (const auto& g : groups) across.push_back(g[j]);
+        push(3 * level + 2, HierPhase::Kind::AllReduce, true, t, false, across, base + k * b);
+      }
+    }
     if (!b) return;
     for (const auto& g : groups) push(3 * level + 1, HierPhase::Kind::ReduceScatter, false, b, fromInput, g, base);
     for (size_t j = 0; j < k; ++j) {

@@ -8,11 +8,13 @@
 //
 // Levels are given finest first as a group id per rank. At each level the groups nest in
 // the next level's and, inside every group of the level above, have equal sizes (k), so
-// that a buffer cuts into k blocks. count = k*b + t: the t left-over elements are reduced
-// by a direct All-Reduce among the level's ranks first (t < k, a few elements).
+// that a buffer cuts into k blocks. count = k*b + t: the t left-over elements (t < k, a
+// few) are reduced by a direct All-Reduce inside each group, then by one across the groups
+// among the ranks of one place in them.
 //
-// Phase ids (tag ranges): level l's tail 3l, its reduce-scatter 3l+1; the top All-Reduce
-// 3L; level l's all-gather 3L+1+(L-1-l). Every rank takes part in every phase.
+// Phase ids (tag ranges): level l's tail 3l (inside groups) and 3l+2 (across them), its
+// reduce-scatter 3l+1; the top All-Reduce 3L; level l's all-gather 3L+1+(L-1-l). Every
+// rank takes part in every phase.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +38,7 @@ struct HierarchicalSpec {
 // One phase of the composition as the cost model and the builder see it.
 struct HierPhase {
   enum class Kind : uint8_t { AllReduce, ReduceScatter, AllGather } kind;
-  bool tail = false;       // the left-over elements' direct All-Reduce
+  bool tail = false;       // the left-over elements' direct All-Reduce (in groups, then across)
   uint32_t id = 0;         // tag range; phases run in increasing id
   size_t count = 0;        // All-Reduce: elements; reduce-scatter / all-gather: block per member
   bool fromInput = false;  // reads Buf::Input (the first level), else works in Output

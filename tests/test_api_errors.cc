@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -237,6 +238,9 @@ TEST_CASE("a stall names the rank that never reached the call", "[errors][late]"
         return 10 + call;
       }
       snclCommAbort(comm);
+      // The late rank may still complete its last call, exactly, when every peer's bytes
+      // for it arrived before they gave up (ofi's eager sends land in its posted slots).
+      if (rank == late) return std::all_of(buf.begin(), buf.end(), [](float v) { return v == 64.0f; }) ? 0 : 2;
       return 1;
     });
     for (int r = 0; r < 4; ++r) {

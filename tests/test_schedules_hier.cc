@@ -86,18 +86,28 @@ TEST_CASE("hierarchical levels that cannot carry the composition are refused", "
   CHECK(algo::HierarchicalAllReduce::check(4, {{0, 0, 1, 1}}).empty());
 }
 
-TEST_CASE("hierarchical phases: left-over first, reduce-scatter, across, all-gather", "[schedule][hier]") {
+TEST_CASE("hierarchical phases: left-over inside and across nodes, reduce-scatter, across, all-gather", "[schedule][hier]") {
   // 2 nodes of 4: 10 = 4*2 + 2 elements.
   const auto phases = algo::HierarchicalAllReduce::phases(8, blockLevels(8, {4}), 10);
-  REQUIRE(phases.size() == 4);
+  REQUIRE(phases.size() == 5);
+  // The 2 left over: inside each node, then across them between the ranks of one place,
+  // so that no rank sends them to every rank of the other node.
   CHECK(phases[0].tail);
   CHECK(phases[0].count == 2);
   CHECK(phases[0].base[0] == 8);
+  CHECK(phases[0].groups == std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
   CHECK(phases[1].kind == algo::HierPhase::Kind::ReduceScatter);
   CHECK(phases[1].groups.size() == 2);
+  CHECK(phases[2].tail);
   CHECK(phases[2].kind == algo::HierPhase::Kind::AllReduce);
-  CHECK(phases[2].groups.size() == 4);  // block j of both nodes
+  CHECK(!phases[2].fromInput);
+  CHECK(phases[2].groups.size() == 4);
   CHECK(phases[2].groups[1] == std::vector<int>{1, 5});
-  CHECK(phases[2].base[1] == 2);
-  CHECK(phases[3].kind == algo::HierPhase::Kind::AllGather);
+  CHECK(phases[2].base[1] == 8);
+  CHECK(phases[3].kind == algo::HierPhase::Kind::AllReduce);
+  CHECK(!phases[3].tail);
+  CHECK(phases[3].groups.size() == 4);  // block j of both nodes
+  CHECK(phases[3].groups[1] == std::vector<int>{1, 5});
+  CHECK(phases[3].base[1] == 2);
+  CHECK(phases[4].kind == algo::HierPhase::Kind::AllGather);
 }
