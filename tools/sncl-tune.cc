@@ -63,6 +63,7 @@ constexpr int kNumStageSizes = sizeof(kStageSizes) / sizeof(kStageSizes[0]);
 // Written by the measuring processes, read by the parent.
 struct Shared {
   double oneWayUs[kMaxSizes];
+  double fanUs[2];  // a group of 1 and of kFan tiny sends, and the reply (wall kinds)
   double stepUs;
   double allReduceUs[kNumStageSizes];
 };
@@ -104,6 +105,30 @@ void selectKind(const std::string& kind, int rank) {
   if (kind == "bus") setenv("SNCL_TRANSPORT", "bus", 1);
 }
 
+// The fan that measures a message's CPU: messages of one group call, one step; no more
+// than ofi's receive slots per peer (SNCL_OFI_SLOTS, 4), past which a send waits for credit.
+constexpr int kFan = 4;
+
+// Rank 0 sends `messages` one-byte messages in one group, rank 1 receives them and returns
+// one: the median round trip (µs, rank 0), or a negative number on failure.
+double fanRoundTripUs(snclComm_t comm, int rank, int messages, int iters) {
+  std::vector<char> bytes(size_t(messages) + 1);
+  std::vector<double> samples;
+  const int peer = 1 - rank;
+  for (int i = -2; i < iters; ++i) {
+    const double t0 = nowUs();
+    snclGroupStart();
+    for (int m = 0; m < messages; ++m)
+      rank == 0 ? snclSend(&bytes[m], 1, snclUint8, peer, comm, nullptr) : snclRecv(&bytes[m], 1, snclUint8, peer, comm, nullptr);
+    if (!check(snclGroupEnd(), comm, "fan")) return -1;
+    const bool ok = rank == 0 ? check(snclRecv(&bytes[messages], 1, snclUint8, peer, comm, nullptr), comm, "fan reply")
+                              : check(snclSend(&bytes[messages], 1, snclUint8, peer, comm, nullptr), comm, "fan reply");
+    if (!ok) return -1;
+    if (i >= 0) samples.push_back(nowUs() - t0);
+  }
+  return median(samples);
+}
+
 // Wall kinds: rank 0 sends, rank 1 returns, iters times per size, timed on rank 0. The
 // bus: both ranks send and receive in one group call, timed on its common modeled clock
 // (the last entry to the last exit): a ping-pong's separate calls would put the CPU time
@@ -142,6 +167,12 @@ int pingPongRank(const std::string& kind, int rank, const snclUniqueId& id, cons
       if (i >= 0) samples.push_back((nowUs() - t0) / 2);
     }
     if (rank == 0) out->oneWayUs[s] = median(samples);
+  }
+  // A message's CPU (KindCost::cpuUs): what each further message of one step adds.
+  if (!modeled) {
+    const double one = fanRoundTripUs(comm, rank, 1, iters), many = fanRoundTripUs(comm, rank, kFan, iters);
+    if (one < 0 || many < 0) return 1;
+    out->fanUs[0] = one, out->fanUs[1] = many;
   }
   if (!check(snclCommDestroy(comm), nullptr, "destroy")) return 1;
   return 0;
@@ -386,6 +417,12 @@ int main(int argc, char** argv) {
     measured[k] = true;
     fmt::print("  alpha {:.2f} us, beta {:.3f} GB/s; residual rms {:.2f} us, worst {:.1f}%\n", fit.intercept,
                t.kind[k].betaGBs, fit.rmsResidual, 100 * fit.maxRelResidual);
+    if (kind != "bus") {
+      // Noise can make the fan no slower than the single message: then none.
+      t.kind[k].cpuUs = std::max(0.0, (shared->fanUs[1] - shared->fanUs[0]) / (kFan - 1));
+      fmt::print("  a message's CPU {:.2f} us (a group of {} one-byte sends {:.1f} us, of 1 {:.1f} us)\n",
+                 t.kind[k].cpuUs, kFan, shared->fanUs[1], shared->fanUs[0]);
+    }
     if (kind == "bus")
       fmt::print("  route latency {:.2f} us (topology): the bus's own alpha is {:.2f} us\n", routeUs, t.kind[k].alphaUs);
   }

@@ -21,10 +21,11 @@ Tuning defaultTuning() {
   t.kind[int(topo::LinkKind::Bus)] = {1.0, 20.0};
   t.kind[int(topo::LinkKind::Shm)] = {1.0, 8.0};
   t.kind[int(topo::LinkKind::Pcie)] = {1.0, 8.0};
-  // A message over TCP costs each end about 5 us of system calls (sendmsg with the
-  // loopback's delivery ~6-8 us, epoll and recv ~3-4 us; perf on 3 ranks over tcp;ofi_rxm,
-  // 2026-12-07): what keeps 8 ranks of 2 hosts from sending every byte to every peer.
-  t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0, 5.0};
+  // Each further message of a step over tcp;ofi_rxm adds 11-15 us (sncl-tune's fan on 2
+  // cores, 2026-12-07; by perf a send's sendmsg with the loopback's delivery is 6-8 us, a
+  // receive's epoll and recv 3-4 us): what keeps 8 ranks of 2 hosts from sending every
+  // byte to every peer of the other host.
+  t.kind[int(topo::LinkKind::Net)] = {10.0, 2.0, 12.0};
   // Two ranks never stage: with a CPU each, their schedule (single copies, sends published
   // before receives are read) beat staging at every size (sncl-tune on 2 cores,
   // 2026-12-07: 16 KiB 8.9 against 10.0 us, 1 MiB 202 against 221). Three and more share
@@ -49,7 +50,7 @@ CostModel::CostModel(std::shared_ptr<const topo::Graph> graph, std::vector<topo:
                      CostClock clock, CostPath path, double cpuShare)
     : graph_(std::move(graph)), rankVertex_(std::move(rankVertex)), tuning_(std::move(tuning)), clock_(clock), path_(path),
       cpuShare_(clock == CostClock::Wall ? std::max(1.0, cpuShare) : 0.0) {
-  rankCpuUs_.assign(rankVertex_.size(), 0.0);
+  rankCpu_.assign(rankVertex_.size(), RankCpu{});
   // All of the comm's ranks share this machine's cores, whichever of them a step involves.
   stepOverheadUs_ = clock_ == CostClock::Wall ? tuning_.stepOverheadAt(nranks()) : 0.0;
   cacheEpoch_ = graph_->epoch();
@@ -348,7 +349,7 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i : loaded_) load_[i] = 0.0;
     loaded_.clear();
-    for (uint32_t r : cpuRanks_) rankCpuUs_[r] = 0.0;
+    for (uint32_t r : cpuRanks_) rankCpu_[r] = RankCpu{};
     cpuRanks_.clear();
     stepMiddles_.clear();
     ++stepMark_;
@@ -375,10 +376,13 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
       forEachOwnShare(r, [&](uint32_t entry, double fraction) { add(entry, f.bytes * fraction); });
       add(rankChannel(f.src, false, r.kind), f.bytes);
       add(rankChannel(f.dst, true, r.kind), f.bytes);
-      if (const double cpu = tuning_.kind[int(r.kind)].cpuUs * cpuShare_; cpu > 0)
+      if (const double cpu = tuning_.kind[int(r.kind)].cpuUs; cpu > 0 && cpuShare_ > 0)
         for (int end : {f.src, f.dst}) {
-          if (rankCpuUs_[size_t(end)] == 0.0) cpuRanks_.push_back(uint32_t(end));
-          rankCpuUs_[size_t(end)] += cpu;
+          RankCpu& rc = rankCpu_[size_t(end)];
+          if (rc.sum == 0.0) cpuRanks_.push_back(uint32_t(end));
+          rc.sum += cpu * cpuShare_;
+          rc.most = std::max(rc.most, cpu);
+          rc.alpha = std::max(rc.alpha, r.alphaUs);
         }
     }
     if (generation != generation_) continue;
@@ -410,7 +414,11 @@ CostModel::StepCost CostModel::stepCost(std::span<const Flow> flows) const {
     sum += r.alphaUs + transfer;
   }
   double cpuUs = 0;
-  for (uint32_t r : cpuRanks_) cpuUs = std::max(cpuUs, rankCpuUs_[r]);
+  // LogP: a rank's first message takes α, which holds its CPU once; each further one, and
+  // the first's again for each other rank its CPU serves, take its CPU. A lone message on
+  // a CPU of its own is the α-β terms' alone.
+  for (uint32_t r : cpuRanks_)
+    if (const RankCpu& rc = rankCpu_[r]; rc.sum > rc.most) cpuUs = std::max(cpuUs, rc.alpha + rc.sum - rc.most);
   c.worstUs = std::max(c.worstUs, cpuUs);
   c.transferUs = std::max(c.transferUs, cpuUs);
   if (messages) {

@@ -163,7 +163,7 @@ class CostModel {
 
   // A step's messages, each α + its transfer at the shared links' rates, plus the step
   // overhead: the slowest one, their mean, and the longest transfer without α; none less
-  // than the busiest rank's message CPU (KindCost::cpuUs, Wall clock only).
+  // than a rank's α and its further messages' CPU (KindCost::cpuUs, Wall clock only).
   struct StepCost {
     double worstUs = 0;
     double meanUs = 0;
@@ -269,8 +269,13 @@ class CostModel {
   CostPath path_;
   double stepOverheadUs_;
   double cpuShare_;                            // Wall: ranks per CPU (constructor); else 0
-  mutable std::vector<double> rankCpuUs_;      // stepCost: each rank's message CPU
-  mutable std::vector<uint32_t> cpuRanks_;     // the ranks of rankCpuUs_ this step touched
+  // stepCost, per rank: its messages' CPU (times cpuShare_), the largest one's (once), and
+  // the largest α among them.
+  struct RankCpu {
+    double sum = 0, most = 0, alpha = 0;
+  };
+  mutable std::vector<RankCpu> rankCpu_;
+  mutable std::vector<uint32_t> cpuRanks_;  // the ranks of rankCpu_ this step touched
   // Estimates run at plan time, not per call: routes are cached per pair and epoch.
   mutable std::mutex mutex_;
   mutable uint64_t cacheEpoch_ = 0;
