@@ -252,16 +252,16 @@ void OfiTransport::postSlots(int peer) {
 
 // Reading an idle completion queue costs a system call on socket providers (tcp: an epoll
 // over the provider's sockets, 1-2 us here) and a few loads on a NIC's. test() reads at most
-// every other such time, so a waiting rank spends at most half its time reading and leaves
-// the rest of the core to the peers that share it (3 ranks on 2 cores over tcp: 8 B
-// All-Reduce 180-240 -> 100-130 us); the bytes of a socket provider take ten times as long.
-void OfiTransport::timeCqReads() {
-  constexpr int kReads = 32;
+// every other such time (a running mean of the reads that found nothing), so a waiting rank
+// spends at most half its time reading and leaves the rest of the core to the peers that
+// share it (3 ranks on 2 cores over tcp: 8 B All-Reduce 180-240 -> 100-130 us); the bytes of
+// a socket provider take ten times as long. (Timed by extra reads at setup instead, a
+// receive's first wait under load now and then slept through its bytes on a quiet fd.)
+void OfiTransport::timeEmptyRead(int64_t startNs) {
   constexpr int64_t kMaxIntervalNs = 10'000;
-  const auto start = Clock::now();
-  for (int i = 0; i < kReads; ++i) progress();
-  const int64_t perRead = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count() / kReads;
-  cqReadIntervalNs_ = std::min(2 * perRead, kMaxIntervalNs);
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() - startNs;
+  emptyReadNs_ += (ns - emptyReadNs_) / 8;
+  cqReadIntervalNs_ = std::min(2 * emptyReadNs_, kMaxIntervalNs);
 }
 
 bool OfiTransport::progressIfDue() {
@@ -275,7 +275,10 @@ bool OfiTransport::progress() {
   bool completed = false;
   for (;;) {
     ssize_t n = fi_cq_read(fabric_.cq(), entries, kCqBatch);
-    if (n == -FI_EAGAIN) break;
+    if (n == -FI_EAGAIN) {
+      if (!completed) timeEmptyRead(lastCqReadNs_);
+      break;
+    }
     if (n == -FI_EAVAIL) {
       completed = true;
       completeWithError();

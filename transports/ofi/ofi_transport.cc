@@ -185,11 +185,8 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   SNCL_CHECK(allocatePools(peers));
   SNCL_CHECK(connectPeers(all, peers, deadline));
   setupDone_ = true;
-  timeCqReads();
-  log::info(log::Subsys::Transport,
-            "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}, completion reads every {} ns",
-            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_),
-            cqReadIntervalNs_);
+  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}",
+            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_));
   return snclSuccess;
 }
 

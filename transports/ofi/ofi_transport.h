@@ -213,9 +213,9 @@ class OfiTransport : public Transport {
   void postSlots(int peer);
   Post postResult(ssize_t rc, int peer, const char* what);
   bool progress();  // true if it read a completion
-  // test()'s read: only when cqReadIntervalNs_ passed since the last read (timeCqReads).
+  // test()'s read: only when cqReadIntervalNs_ passed since the last read.
   bool progressIfDue();
-  void timeCqReads();
+  void timeEmptyRead(int64_t startNs);  // a read that found nothing took since startNs
   void complete(Op* op, size_t len, uint64_t data);
   void completeWithError();
   void deliver(int peer);
@@ -240,6 +240,7 @@ class OfiTransport : public Transport {
   WaitPolicy wait_;  // the comm's: spin before sleeping or not
   int64_t cqReadIntervalNs_ = 0;  // test() reads the completion queue at most this often
   int64_t lastCqReadNs_ = 0;      // steady clock of the last read
+  int64_t emptyReadNs_ = 0;       // running mean of the reads that found nothing
   bool useCache_ = false;    // register user buffers (else: direct or bounce)
   bool bounce_ = false;
   bool checkData_ = false;   // the provider carries 8 bytes of remote CQ data
