@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "lib/base/log.h"
+#include "lib/base/trace.h"
 #include "transports/ofi/ofi_transport.h"
 
 namespace sncl::ofi {
@@ -259,18 +260,18 @@ void OfiTransport::postSlots(int peer) {
 // receive's first wait under load now and then slept through its bytes on a quiet fd.)
 void OfiTransport::timeEmptyRead(int64_t startNs) {
   constexpr int64_t kMaxIntervalNs = 10'000;
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() - startNs;
+  const int64_t ns = trace::nowNs() - startNs;
   emptyReadNs_ += (ns - emptyReadNs_) / 8;
   cqReadIntervalNs_ = std::min(2 * emptyReadNs_, kMaxIntervalNs);
 }
 
 bool OfiTransport::progressIfDue() {
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  const int64_t now = trace::nowNs();
   return now - lastCqReadNs_ >= cqReadIntervalNs_ && progress();
 }
 
 bool OfiTransport::progress() {
-  lastCqReadNs_ = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  lastCqReadNs_ = trace::nowNs();
   fi_cq_tagged_entry entries[kCqBatch];
   bool completed = false;
   for (;;) {

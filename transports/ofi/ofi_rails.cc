@@ -109,21 +109,22 @@ class OfiRails final : public Transport {
   void wait(int64_t maxMicros) override {
     if (order_.size() == 1) return rails_[size_t(order_[0])]->wait(maxMicros);
     if (order_.empty()) return;
-    // wait() of OfiTransport over every rail: read each, spin, then sleep on all their fds.
-    bool completed = false;
-    for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
-    if (completed) return;
+    // wait() of OfiTransport over every rail: read each, spin, yield, then sleep on all their fds.
+    auto readAll = [&] {
+      bool completed = false;
+      for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
+      return completed;
+    };
+    if (readAll()) return;
     if (const int64_t spin = std::min(rails_[size_t(order_[0])]->spinMicros(), maxMicros); spin > 0) {
       const auto until = Clock::now() + std::chrono::microseconds(spin);
       do {
-        for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
-        if (completed) return;
+        if (readAll()) return;
       } while (Clock::now() < until);
     }
     for (int i = 0; i < rails_[size_t(order_[0])]->yieldsHere(); ++i) {
       sched_yield();
-      for (int r : order_) completed |= rails_[size_t(r)]->progressNow();
-      if (completed) return;
+      if (readAll()) return;
     }
     std::vector<pollfd>& fds = sleepFds_;
     fds.clear();
