@@ -10,6 +10,7 @@ isend/irecv with tags on 4 processes (SNCL_TEST_WORLD=n for another count), and
       [--collectives | --ops | --p2p | --p2p-mismatch | --lost-rank]
 Exits 77 (skipped) when torch is not installed."""
 import datetime
+import gc
 import os
 import random
 import sys
@@ -352,6 +353,11 @@ def worker(rank, init, mode, world, result):
         else:
             run_p2p(rank, world)
         dist.barrier()
+        # Gloo's worker threads are joined here, while Python runs: a tensor they free
+        # during interpreter shutdown aborts the process (torch 1.13).
+        dist.destroy_process_group(both.gloo)
+        both.gloo = None
+        gc.collect()
         dist.destroy_process_group()
     except Exception:
         failures.append(traceback.format_exc())

@@ -9,6 +9,7 @@ fails when they differ by more than --rtol (0: bit-identical).
   SNCL_TRANSPORT=bus torchrun ...                                     (if sncl has that transport)
 Needs PYTHONPATH to hold the built sncl_torch package."""
 import argparse
+import gc
 import os
 import sys
 
@@ -20,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import sncl_torch  # noqa: F401  registers "sncl"
 
 
-def train(group, rank, args):
+def train(group, gloo, rank, args):
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 4))
     # Small buckets: several all-reduces per step, overlapping the backward pass.
@@ -39,7 +40,7 @@ def train(group, rank, args):
         opt.step()
         # The global mean loss, over gloo for both runs, so that only training differs.
         mean = loss.detach().clone()
-        dist.all_reduce(mean, group=train.gloo)
+        dist.all_reduce(mean, group=gloo)
         losses.append(mean.item() / dist.get_world_size())
     return losses
 
@@ -53,9 +54,9 @@ def main():
     os.environ.setdefault("SNCL_SOCKET_IFNAME", "lo")
     dist.init_process_group("sncl")  # env:// from torchrun
     rank = dist.get_rank()
-    train.gloo = dist.new_group(backend="gloo")
-    sncl_losses = train(None, rank, args)
-    gloo_losses = train(train.gloo, rank, args)
+    gloo = dist.new_group(backend="gloo")
+    sncl_losses = train(None, gloo, rank, args)
+    gloo_losses = train(gloo, gloo, rank, args)
     worst = 0.0
     if rank == 0:
         print(f"{'step':>4} {'sncl loss':>12} {'gloo loss':>12} {'rel diff':>9}")
@@ -67,7 +68,12 @@ def main():
         print(f"{'OK' if ok else 'FAIL'}: {dist.get_world_size()} processes, {args.steps} steps, "
               f"largest relative loss difference {worst:.2e} (allowed {args.rtol:.0e})")
     status = torch.tensor([1 if rank != 0 or worst <= args.rtol else 0])
-    dist.all_reduce(status, op=dist.ReduceOp.MIN, group=train.gloo)
+    dist.all_reduce(status, op=dist.ReduceOp.MIN, group=gloo)
+    # Gloo's worker threads must be joined while Python still runs: a tensor they free
+    # during interpreter shutdown takes the GIL there and aborts the process (torch 1.13).
+    dist.destroy_process_group(gloo)
+    del gloo
+    gc.collect()
     dist.destroy_process_group()
     sys.exit(0 if status.item() == 1 else 1)
 
