@@ -6,9 +6,9 @@
 #
 # 1. fi_pingpong -p tcp -e rdm -m tagged: libfabric alone, one message in flight; its
 #    MB/sec is one-way bandwidth at SIZE.
-# 2. sendrecv_perf, 2 ranks, every pair on ofi (SNCL_TRANSPORT=ofi), MPI (btl self,tcp)
-#    beside. Until sendrecv_perf exists, all_reduce_perf with 2 ranks stands in (at 2 ranks
-#    its bus bandwidth is each rank's send bandwidth).
+# 2. pingpong_perf, 2 ranks, every pair on ofi (SNCL_TRANSPORT=ofi), MPI (btl self,tcp)
+#    beside: one message in flight, as fi_pingpong; its busbw is one-way bandwidth, as
+#    fi_pingpong's MB/sec. Then sendrecv_perf, both directions at once.
 # 3. all_reduce_perf -c 1: 2 ranks on ofi, then 2 virtual hosts x 4 ranks (SNCL_HOSTID per
 #    rank: shm within a host, ofi between), MPI over TCP beside.
 # While (2) runs, `ss -tnp` lists the benchmark's TCP sockets: every address must be 127.0.0.1.
@@ -35,7 +35,9 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none
 for tool in mpirun fi_pingpong ss; do
   command -v "$tool" > /dev/null || { echo "ofi_compare: $tool not found" >&2; exit 2; }
 done
-[[ -x $BUILD/perf/all_reduce_perf ]] || { echo "ofi_compare: $BUILD/perf/all_reduce_perf not built" >&2; exit 2; }
+for bench in all_reduce_perf pingpong_perf sendrecv_perf; do
+  [[ -x $BUILD/perf/$bench ]] || { echo "ofi_compare: $BUILD/perf/$bench not built" >&2; exit 2; }
+done
 
 echo "# fi_pingpong -p ${PROVIDER%%;*} -e rdm -m tagged -S $SIZE_BYTES -I $ITERS on 127.0.0.1"
 fi_pingpong -p "${PROVIDER%%;*}" -e rdm -m tagged -I "$ITERS" -S "$SIZE_BYTES" -B "$PORT" > /dev/null 2>&1 &
@@ -64,24 +66,22 @@ check_sockets() {
   fi
 }
 
-if [[ -x $BUILD/perf/sendrecv_perf ]]; then
-  bench=sendrecv_perf
-else
-  bench=all_reduce_perf
-  echo "# sendrecv_perf is not built yet: all_reduce_perf with 2 ranks stands in"
-fi
-echo "# $bench, 2 ranks, SNCL_TRANSPORT=ofi ($PROVIDER), MPI over TCP beside"
+echo "# pingpong_perf, 2 ranks, SNCL_TRANSPORT=ofi ($PROVIDER), MPI over TCP beside"
 out_file=$(mktemp)
-SNCL_TRANSPORT=ofi "${MPIRUN[@]}" -x SNCL_TRANSPORT -np 2 "$BUILD/perf/$bench" -b 64K -e "$((SIZE_BYTES * 4))" -f 4 \
+SNCL_TRANSPORT=ofi "${MPIRUN[@]}" -x SNCL_TRANSPORT -np 2 "$BUILD/perf/pingpong_perf" -b 64K -e "$((SIZE_BYTES * 4))" -f 4 \
   -n "$ITERS" -w 5 -c 1 > "$out_file" 2>&1 &
 runner=$!
 check_sockets 3
-wait "$runner" || { cat "$out_file"; echo "ofi_compare: $bench failed" >&2; exit 1; }
+wait "$runner" || { cat "$out_file"; echo "ofi_compare: pingpong_perf failed" >&2; exit 1; }
 out=$(cat "$out_file")
 rm -f "$out_file"
 echo "$out"
 row=$(row_of "$out")
-sncl_gbps=$(awk '{print $7}' <<< "$row")
+sncl_gbps=$(awk '{print $8}' <<< "$row")
+
+echo "# sendrecv_perf, 2 ranks, SNCL_TRANSPORT=ofi: both directions at once (algbw is each direction's)"
+SNCL_TRANSPORT=ofi "${MPIRUN[@]}" -x SNCL_TRANSPORT -np 2 "$BUILD/perf/sendrecv_perf" -b 64K -e "$((SIZE_BYTES * 4))" -f 4 \
+  -n "$ITERS" -w 5 -c 1
 
 echo "# all_reduce_perf -c 1, 2 ranks, SNCL_TRANSPORT=ofi"
 SNCL_TRANSPORT=ofi "${MPIRUN[@]}" -x SNCL_TRANSPORT -np 2 "$BUILD/perf/all_reduce_perf" -b 8 -e 64M -f 4 -n "$ITERS" -w 5 -c 1
@@ -90,7 +90,7 @@ echo "# all_reduce_perf -c 1, 2 virtual hosts x 4 ranks (shm within a host, ofi 
 "${MPIRUN[@]}" -np 8 sh -c 'SNCL_HOSTID=vhost$((OMPI_COMM_WORLD_RANK / 4)) exec "$0" "$@"' \
   "$BUILD/perf/all_reduce_perf" -b 8 -e 64M -f 4 -n 10 -w 2 -c 1
 
-awk -v pp="$pp_mbps" -v s="$sncl_gbps" -v b="$bench" -v size="$SIZE" 'BEGIN {
+awk -v pp="$pp_mbps" -v s="$sncl_gbps" -v b=pingpong_perf -v size="$SIZE" 'BEGIN {
   r = s * 1000 / pp
   printf "# %s at %s: sncl %.0f MB/s, fi_pingpong %.0f MB/s: %.2fx (goal >= 0.90) %s\n",
          b, size, s * 1000, pp, r, (r >= 0.9 ? "OK" : "BELOW GOAL")
