@@ -25,6 +25,7 @@ struct OfiOptions {
   size_t chunkBytes = 1u << 20;    // largest message on the wire; receive slots have this size
   size_t slots = 4;                // per peer: receive slots, and send chunks in flight
   OfiMrPolicy mr = OfiMrPolicy::Auto;
+  bool directRecv = true;          // plain receives may land in the caller's buffer (ofi_transport.h)
   std::string error;               // a malformed variable; setup fails with this message
   // Rails (ofi_rails.h): with interfaces named, one endpoint per interface, traffic on the
   // first healthy one. A rail's own options name its interface (iface), its index (rail)
@@ -39,7 +40,7 @@ struct OfiOptions {
   static constexpr size_t kMaxSlots = 1024;
 
   // SNCL_OFI_PROVIDER, SNCL_OFI_TAGGED (0/1), SNCL_OFI_CHUNK_SIZE, SNCL_OFI_SLOTS (1..1024),
-  // SNCL_OFI_MR (auto, cache, bounce), SNCL_OFI_IFACES (comma-separated interfaces, one
+  // SNCL_OFI_MR (auto, cache, bounce), SNCL_OFI_DIRECT_RECV (0/1), SNCL_OFI_IFACES (comma-separated interfaces, one
   // rail each, in the same rail order on every host), SNCL_OFI_RAIL_DETECT_MS. A malformed
   // SNCL_OFI_SLOTS fails setup; other malformed values are logged and the default used.
   static OfiOptions fromEnv();

@@ -106,6 +106,7 @@ Result OfiTransport::irecv(int peer, uint64_t tag, size_t bytes, RecvSink sink, 
   r->sink = sink;
   enqueue(peers_[peer].recvs, *id & 0xffff);
   deliver(peer);  // chunks that arrived before the irecv wait in the window
+  if (directRecv_ && sink.dst) claimChunks(peer, *r);
   return snclSuccess;
 }
 
@@ -231,23 +232,91 @@ OfiTransport::Post OfiTransport::postSendChunk(Request& r, uint32_t index) {
 }
 
 // Keeps the peer's window posted: a slot for every chunk up to nSlots_ past the next one
-// to deliver. Slots hold whole chunks; the completion says how much arrived.
+// to deliver. Slots hold whole chunks; the completion says how much arrived. Ops whose
+// cancellation came back while the provider refused posts go first.
 void OfiTransport::postSlots(int peer) {
   Peer& p = peers_[peer];
-  fid_ep* ep = fabric_.ep();
+  for (uint64_t seq = p.deliverSeq; p.reposts && p.error == snclSuccess && seq < p.postSeq; ++seq) {
+    Op& op = rxOps_[p.firstSlot + seq % nSlots_];
+    if (!op.repost) continue;
+    if (postRecv(peer, op, seq) != Post::Done) return;
+    op.repost = false;
+    --p.reposts;
+  }
   while (p.error == snclSuccess && p.postSeq < p.deliverSeq + nSlots_) {
     Op& op = rxOps_[p.firstSlot + p.postSeq % nSlots_];
-    ssize_t rc = fabric_.tagged()
-                     ? fi_trecv(ep, op.buf, chunkBytes_, op.desc, p.addr, chunkTag(peer, p.postSeq), 0, &op.ctx)
-                     : fi_recv(ep, op.buf, chunkBytes_, op.desc, p.addr, &op.ctx);
-    Post result = postResult(rc, peer, "receive from");
-    if (result == Post::Blocked && !p.slotsListed) {
-      p.slotsListed = true;
-      slotsReady_.push_back(peer);
-    }
-    if (result != Post::Done) return;
-    op.busy = true;
+    if (postRecv(peer, op, p.postSeq) != Post::Done) return;
     ++p.postSeq;
+  }
+}
+
+// Posts the window op for chunk seq: into the buffer of the receive it belongs to when
+// that one takes its chunks directly, else into the op's slot.
+OfiTransport::Post OfiTransport::postRecv(int peer, Op& op, uint64_t seq) {
+  Peer& p = peers_[peer];
+  fid_ep* ep = fabric_.ep();
+  size_t len = chunkBytes_;
+  char* to = directRecv_ ? directTarget(peer, seq, &len) : nullptr;
+  ssize_t rc = fabric_.tagged() ? fi_trecv(ep, to ? to : op.buf, len, to ? nullptr : op.desc, p.addr,
+                                           chunkTag(peer, seq), 0, &op.ctx)
+                                : fi_recv(ep, op.buf, len, op.desc, p.addr, &op.ctx);
+  Post result = postResult(rc, peer, "receive from");
+  if (result == Post::Blocked && !p.slotsListed) {
+    p.slotsListed = true;
+    slotsReady_.push_back(peer);
+  }
+  if (result != Post::Done) return result;
+  op.busy = true;
+  op.direct = to != nullptr;
+  op.seq = seq;
+  return result;
+}
+
+// Where chunk seq of the peer's stream goes when its receive takes it directly (its
+// length in *len), or nullptr: no receive claims it yet, or its receive is not a plain
+// copy, or the chunk is small.
+char* OfiTransport::directTarget(int peer, uint64_t seq, size_t* len) {
+  for (uint32_t i = peers_[peer].recvs.head; i != kNone; i = requests_[i].next) {
+    const Request& r = requests_[i];
+    if (seq < r.firstSeq) return nullptr;
+    if (seq - r.firstSeq >= r.chunks) continue;
+    const uint32_t c = static_cast<uint32_t>(seq - r.firstSeq);
+    const size_t l = chunkLen(r, c);
+    if (!r.sink.dst || l < kDirectMinBytes) return nullptr;
+    *len = l;
+    return static_cast<char*>(r.sink.dst) + static_cast<size_t>(c) * chunkBytes_;
+  }
+  return nullptr;
+}
+
+// A new direct receive: its chunks already posted into slots are cancelled, to be posted
+// into its buffer when the cancellation completes (completeWithError). A chunk that is
+// arriving cannot be cancelled and completes into its slot. Chunks not posted yet go to
+// the buffer when postSlots reaches them.
+void OfiTransport::claimChunks(int peer, const Request& r) {
+  const Peer& p = peers_[peer];
+  fid_ep* ep = fabric_.ep();
+  for (uint32_t c = r.finished; c < r.chunks; ++c) {
+    const uint64_t seq = r.firstSeq + c;
+    if (seq >= p.postSeq) return;
+    if (chunkLen(r, c) < kDirectMinBytes) continue;
+    Op& op = rxOps_[p.firstSlot + seq % nSlots_];
+    if (!op.busy || op.direct || op.cancelling) continue;
+    if (fi_cancel(&ep->fid, &op.ctx) == 0) op.cancelling = true;
+  }
+}
+
+// A receive released before all its chunks came (a failed peer, an abort): the chunks
+// posted into its buffer are cancelled, so that the caller's memory is not written later.
+void OfiTransport::cancelDirect(const Request& r) {
+  const Peer& p = peers_[r.peer];
+  fid_ep* ep = fabric_.ep();
+  for (uint32_t c = r.finished; c < r.chunks; ++c) {
+    const uint64_t seq = r.firstSeq + c;
+    if (seq < p.deliverSeq) continue;
+    if (seq >= p.postSeq) return;
+    Op& op = rxOps_[p.firstSlot + seq % nSlots_];
+    if (op.busy && op.direct && !op.cancelling && fi_cancel(&ep->fid, &op.ctx) == 0) op.cancelling = true;
   }
 }
 
@@ -304,7 +373,7 @@ bool OfiTransport::progress() {
     const int peer = slotsReady_[i];
     postSlots(peer);  // slotsListed stays set meanwhile: a refusal keeps the peer here
     const Peer& p = peers_[peer];
-    if (p.error == snclSuccess && p.postSeq < p.deliverSeq + nSlots_) {
+    if (p.error == snclSuccess && (p.postSeq < p.deliverSeq + nSlots_ || p.reposts)) {
       ++i;
       continue;
     }
@@ -355,6 +424,7 @@ void OfiTransport::complete(Op* op, size_t len, uint64_t data) {
       return;
     }
     case OpKind::Recv:
+      op->cancelling = false;  // it arrived before the cancellation
       op->done = true;
       op->len = len;
       op->data = data;
@@ -385,8 +455,9 @@ void OfiTransport::deliver(int peer) {
                                          rank_, peer, r.tag, r.bytes));
       return;
     }
-    if (op.len) r.sink.deliver(r.sink.ctx, static_cast<size_t>(r.finished) * chunkBytes_, op.buf, op.len);
+    if (op.len && !op.direct) r.sink.deliver(r.sink.ctx, static_cast<size_t>(r.finished) * chunkBytes_, op.buf, op.len);
     op.done = false;
+    op.direct = false;
     ++p.deliverSeq;
     delivered = true;
     if (++r.finished == r.chunks) unlink(p.recvs, index);
@@ -412,11 +483,26 @@ void OfiTransport::completeWithError() {
     --peers_[peer].sendsInFlight;
     freeTxOp(op);
   }
-  if (err.err == FI_ECANCELED) return;  // the endpoint is closing
+  if (err.err == FI_ECANCELED) {
+    // Cancelled to go to its receive's buffer (claimChunks), or its released receive's
+    // buffer back to the slot (cancelDirect); otherwise the endpoint is closing.
+    if (op->kind != OpKind::Recv || !op->cancelling) return;
+    op->cancelling = false;
+    if (peers_[peer].error == snclSuccess && postRecv(peer, *op, op->seq) == Post::Blocked) {
+      op->repost = true;
+      ++peers_[peer].reposts;
+    }
+    return;
+  }
   if (err.err == FI_ETRUNC && op->kind == OpKind::Recv) {
+    size_t posted = 0;
+    if (op->direct) directTarget(peer, op->seq, &posted);
     failPeer(peer, snclInvalidArgument,
-             fmt::format("ofi: rank {}: rank {} sent a chunk larger than the {} bytes of a slot: the ranks disagree "
-                         "on SNCL_OFI_CHUNK_SIZE or on the protocol", rank_, peer, chunkBytes_));
+             op->direct ? fmt::format("ofi: rank {}: rank {} sent more than the {} bytes posted for chunk {} of its "
+                                      "stream: counts differ across ranks", rank_, peer, posted, op->seq)
+                        : fmt::format("ofi: rank {}: rank {} sent a chunk larger than the {} bytes of a slot: the "
+                                      "ranks disagree on SNCL_OFI_CHUNK_SIZE or on the protocol",
+                                      rank_, peer, chunkBytes_));
     return;
   }
   const std::string why = fmt::format("{} rank {} at {} failed over {}: {}", isRecv ? "receiving from" : "sending to",
@@ -439,6 +525,7 @@ void OfiTransport::freeTxOp(Op* op) {
 void OfiTransport::releaseRequest(uint32_t index) {
   Request& r = requests_[index];
   if (r.queued) unlink(r.isSend ? peers_[r.peer].sends : peers_[r.peer].recvs, index);
+  if (!r.isSend && directRecv_ && r.finished != r.chunks) cancelDirect(r);
   if (r.mrEntry >= 0) registrar_.release(r.mrEntry);
   r.active = false;
   const uint16_t gen = static_cast<uint16_t>((r.gen + 1) & kGenMask);

@@ -30,6 +30,7 @@ OfiOptions OfiOptions::fromEnv() {
   o.provider = env::str("SNCL_OFI_PROVIDER").value_or("");
   o.tagged = env::integer("SNCL_OFI_TAGGED", 1) != 0;
   o.chunkBytes = env::bytes("SNCL_OFI_CHUNK_SIZE", o.chunkBytes);
+  o.directRecv = env::integer("SNCL_OFI_DIRECT_RECV", 1) != 0;
   if (auto slots = env::str("SNCL_OFI_SLOTS")) {
     char* end = nullptr;
     errno = 0;
@@ -185,8 +186,10 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   SNCL_CHECK(allocatePools(peers));
   SNCL_CHECK(connectPeers(all, peers, deadline));
   setupDone_ = true;
-  log::info(log::Subsys::Transport, "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}",
-            rank_, peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_));
+  log::info(log::Subsys::Transport,
+            "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}, receives {}", rank_,
+            peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_),
+            directRecv_ ? "direct from 64 KiB" : "through the slots");
   return snclSuccess;
 }
 
@@ -227,6 +230,9 @@ Result OfiTransport::allocatePools(const std::vector<int>& peers) {
               (options_.mr == OfiMrPolicy::Auto && (fabric_.mrMode() & FI_MR_LOCAL));
   const bool registerSlots = (fabric_.mrMode() & FI_MR_LOCAL) || useCache_ || bounce_;
   checkData_ = fabric_.cqDataBytes() >= sizeof(uint64_t);
+  // Untagged receives match in posting order, which a cancelled and reposted one would
+  // break. A rail declared lost may still be delivering: its late bytes stay in its slots.
+  directRecv_ = options_.directRecv && fabric_.tagged() && !registerSlots && !railChecks_;
   registrar_.init(fabric_.domain(), fabric_.ep(), fabric_.mrMode(), kCacheEntries);
 
   // Slots are allocated, touched and registered now: the data path never faults a page in.

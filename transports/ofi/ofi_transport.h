@@ -29,8 +29,17 @@
 // out of a cycle under rendezvous protocols (ofi_rxm above its 16 KiB eager limit), where
 // a send completes only once the receiver has a buffer for it. Completed slots wait
 // until irecvs claim them in posting order; each is handed to the RecvSink in chunk order
-// and reposted for the chunk `slots` further on. Receiving in place is not possible: the
-// sink decides where (and whether with a reduction) the bytes go.
+// and reposted for the chunk `slots` further on.
+//
+// A receive that is a plain copy into contiguous memory (RecvSink::dst) of chunks of at
+// least kDirectMinBytes takes its chunks straight into that memory instead, on tagged
+// providers that need no local registration: its chunks' slots, already posted, are
+// cancelled (fi_cancel), and each one whose cancellation completes is posted again into
+// the request's buffer. A chunk that arrived or started to arrive first stays in its slot
+// and is copied as before. On 2 cores over tcp a slot's copy is a second pass over every
+// byte on the receiving core, beside the provider's own read from its socket. A released
+// receive (a failed peer, an abort) cancels the chunks still posted into its buffer; one
+// the provider had already begun to fill may still be written until the endpoint closes.
 //
 // Chunks beyond a peer's window (at most `slots`, the sender's credits) wait in the
 // provider as unexpected messages. The transport leaves ofi_rxm's receive buffers per
@@ -146,6 +155,10 @@ class OfiTransport : public Transport {
     int32_t peer = -1;
     int mrEntry = -1;      // cached registration the send holds a reference on
     char* buf = nullptr;   // its slot (receives; sends under the bounce policy)
+    bool direct = false;     // receives: posted into its request's buffer, not the slot
+    bool cancelling = false; // receives: fi_cancel asked, to post it into a request's buffer
+    bool repost = false;     // receives: cancelled, and the provider refused the new post
+    uint64_t seq = 0;        // receives: the chunk of the peer's stream it is posted for
     void* desc = nullptr;  // the slot's registration descriptor
     size_t len = 0;        // bytes received
     uint64_t data = 0;     // remote CQ data received
@@ -187,6 +200,7 @@ class OfiTransport : public Transport {
     uint64_t deliverSeq = 0;     // next chunk handed to a sink
     uint32_t firstSlot = 0;      // the window is rxOps_[firstSlot, firstSlot + nSlots_)
     uint32_t sendsInFlight = 0;  // posted send chunks not completed (at most nSlots_)
+    uint32_t reposts = 0;        // window ops whose cancellation came back and wait for a post
     RequestList sends;           // isends waiting for a credit, a tx op or queue room
     RequestList recvs;           // irecvs not fully delivered, in posting order
     Result error = snclSuccess;  // once set, every request with this peer fails with message
@@ -211,6 +225,10 @@ class OfiTransport : public Transport {
   Post postChunks(uint32_t index);
   Post postSendChunk(Request& r, uint32_t index);
   void postSlots(int peer);
+  Post postRecv(int peer, Op& op, uint64_t seq);
+  char* directTarget(int peer, uint64_t seq, size_t* len);
+  void claimChunks(int peer, const Request& r);
+  void cancelDirect(const Request& r);
   Post postResult(ssize_t rc, int peer, const char* what);
   bool progress();  // true if it read a completion
   // test()'s read: only when cqReadIntervalNs_ passed since the last read.
@@ -244,6 +262,9 @@ class OfiTransport : public Transport {
   bool useCache_ = false;    // register user buffers (else: direct or bounce)
   bool bounce_ = false;
   bool checkData_ = false;   // the provider carries 8 bytes of remote CQ data
+  bool directRecv_ = false;  // receives may be posted into the caller's buffers
+  // A chunk below this is copied out of its slot: the cancellation and second post cost more.
+  static constexpr size_t kDirectMinBytes = 64 << 10;
   size_t chunkBytes_ = 0;
   size_t nSlots_ = 0;
 
