@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "lib/base/log.h"
@@ -55,7 +56,7 @@ InfoPtr makeHints(bool tagged, const std::string& provider) {
 // libfabric reads it when the process first calls fi_getinfo: before that, once.
 void preferEagerSends() {
   static std::once_flag once;
-  std::call_once(once, [] { setenv("FI_OFI_RXM_EAGER_LIMIT", "131072", 0); });
+  std::call_once(once, [] { setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(kEagerBytes).c_str(), 0); });
 }
 
 // FI_SOURCE with the interface's address: providers bind there (tcp, udp, sockets) or

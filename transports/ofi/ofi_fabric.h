@@ -30,6 +30,10 @@ struct AddressRecord {
   uint16_t probePort;      // listener, network order (0: none)
 };
 
+// What ofi_rxm sends at once rather than by rendezvous, unless the user set
+// FI_OFI_RXM_EAGER_LIMIT (ofi_fabric.cc).
+constexpr size_t kEagerBytes = 128 << 10;
+
 class Fabric {
  public:
   Fabric() = default;

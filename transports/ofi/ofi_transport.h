@@ -31,8 +31,8 @@
 // until irecvs claim them in posting order; each is handed to the RecvSink in chunk order
 // and reposted for the chunk `slots` further on.
 //
-// A receive that is a plain copy into contiguous memory (RecvSink::dst) of chunks of at
-// least kDirectMinBytes takes its chunks straight into that memory instead, on tagged
+// A receive that is a plain copy into contiguous memory (RecvSink::dst) takes its chunks
+// above the eager limit (kDirectMinBytes) straight into that memory instead, on tagged
 // providers that need no local registration: its chunks' slots, already posted, are
 // cancelled (fi_cancel), and each one whose cancellation completes is posted again into
 // the request's buffer. A chunk that arrived or started to arrive first stays in its slot
@@ -61,7 +61,9 @@
 // message's last ack is lost the sender's retransmission is answered only by the
 // receiver's next read. A rank whose own requests are done must go on calling test() or
 // wait() (its next call of the comm does) while peers wait on sends to it; one that
-// stops for good leaves such a send pending until the sender's deadline.
+// stops for good leaves such a send pending until the sender's deadline. Under ASan at 3
+// ranks on 2 cores, ofi_rxd once stalled with every request pending, and closing that
+// endpoint then never returned (a loop inside libfabric): tcp;ofi_rxm is the provider to run.
 //
 // At setup the lower rank of each pair sends a zero-byte hello and the higher one answers
 // once it arrived (both post their receives at once), so that a connection is made once,
@@ -263,8 +265,12 @@ class OfiTransport : public Transport {
   bool bounce_ = false;
   bool checkData_ = false;   // the provider carries 8 bytes of remote CQ data
   bool directRecv_ = false;  // receives may be posted into the caller's buffers
-  // A chunk below this is copied out of its slot: the cancellation and second post cost more.
-  static constexpr size_t kDirectMinBytes = 64 << 10;
+  // Chunks sent eagerly are copied out of their slots: one that arrives while its slot is
+  // being cancelled becomes unexpected and is copied by the provider anyway, and eager
+  // chunks taken directly made 8 ranks on 2 cores slower (2 hosts x 4, 512 KiB All-Reduce,
+  // 128 KiB messages: 3346-7667 against 3105-3952 us). A rendezvous waits for the receiver's
+  // buffer whichever it is, and then moves the bytes once.
+  static constexpr size_t kDirectMinBytes = kEagerBytes + 1;
   size_t chunkBytes_ = 0;
   size_t nSlots_ = 0;
 
