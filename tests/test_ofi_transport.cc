@@ -266,21 +266,24 @@ TEST_CASE("ofi moves messages exactly over each provider and registration policy
   }
 }
 
-// A receive posted before its message is sent and naming its buffer takes every chunk
-// above the eager limit (128 KiB) there: the slots already posted for it are cancelled and posted again into
-// the buffer, the later chunks are posted there directly; only the small last chunk is
-// copied out of a slot. Random sizes; the window (2 slots of 256 KiB) is smaller than the
-// message, and a second message follows at once on the same stream.
-TEST_CASE("ofi: a plain receive posted before its message lands in the caller's buffer", "[ofi][transport]") {
+// A receive that names its buffer takes every chunk above the eager limit (128 KiB) there.
+// Posted before its message is sent: the slots already posted for it are cancelled and
+// posted again into the buffer, the later chunks are posted there directly, and only the
+// small last chunk is copied out of a slot. Posted late, after the first chunks were
+// matched to their slots: those are copied, the rest land directly, in order. Random
+// sizes; the window (2 slots of 256 KiB) is smaller than the message, and a second
+// message follows at once on the same stream.
+TEST_CASE("ofi: a plain receive lands in the caller's buffer, posted early or late", "[ofi][transport]") {
   OfiOptions o;
   o.provider = "tcp;ofi_rxm";
   o.chunkBytes = 256 << 10;
   o.slots = 2;
   std::mt19937_64 rng(Catch::rngSeed());
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 6; ++round) {
+    const bool late = round % 2 == 1;
     const size_t chunk = o.chunkBytes;
-    std::vector<size_t> sizes = {chunk * (2 + rng() % 10) + 1 + rng() % 4095, chunk * (1 + rng() % 3) + 97};
-    INFO("sizes " << sizes[0] << ", " << sizes[1]);
+    std::vector<size_t> sizes = {chunk * (3 + rng() % 9) + 1 + rng() % 4095, chunk * (1 + rng() % 3) + 97};
+    INFO("sizes " << sizes[0] << ", " << sizes[1] << (late ? ", receives posted late" : ""));
     std::vector<int> ok(2, 0);
     std::vector<size_t> copied(2, 0);
     runRanks(2, o, [&](Rank& me) {
@@ -293,20 +296,29 @@ TEST_CASE("ofi: a plain receive posted before its message lands in the caller's 
           out.emplace_back(sizes[m]);
           for (size_t i = 0; i < sizes[m]; ++i) out.back()[i] = pattern(0, m, i);
         }
-        if (me.bootstrap->barrier(deadline) != snclSuccess) return;  // rank 1's receives are posted
+        if (!late && me.bootstrap->barrier(deadline) != snclSuccess) return;  // rank 1's receives are posted
         for (size_t m = 0; m < sizes.size(); ++m)
           if (me.transport->isend(1, 5, out[m].data(), sizes[m], &reqs[m]) != snclSuccess) return;
+        if (late && me.bootstrap->barrier(deadline) != snclSuccess) return;  // the sends are out
         ok[0] = waitAll(*me.transport, reqs) == snclSuccess;
         return;
       }
       std::vector<Collector> in(sizes.size());
-      for (size_t m = 0; m < sizes.size(); ++m) {
-        in[m].data.assign(sizes[m], 0);
-        in[m].direct = true;
-        if (me.transport->irecv(0, 5, sizes[m], in[m].sink(), &reqs[m]) != snclSuccess) return;
-      }
-      me.transport->wait(1000);  // reads the cancellations
+      auto post = [&] {
+        for (size_t m = 0; m < sizes.size(); ++m) {
+          in[m].data.assign(sizes[m], 0);
+          in[m].direct = true;
+          if (me.transport->irecv(0, 5, sizes[m], in[m].sink(), &reqs[m]) != snclSuccess) return false;
+        }
+        return true;
+      };
+      if (!late && !post()) return;
+      me.transport->wait(1000);  // early: reads the cancellations; late: matches the first chunks to slots
       if (me.bootstrap->barrier(deadline) != snclSuccess) return;
+      if (late) {
+        for (int i = 0; i < 20; ++i) me.transport->wait(1000);
+        if (!post()) return;
+      }
       if (waitAll(*me.transport, reqs) != snclSuccess) return;
       bool exact = true;
       for (size_t m = 0; m < sizes.size(); ++m) {
@@ -318,7 +330,10 @@ TEST_CASE("ofi: a plain receive posted before its message lands in the caller's 
     });
     CHECK(ok[0] == 1);
     CHECK(ok[1] == 1);
-    for (size_t m = 0; m < sizes.size(); ++m) CHECK(copied[m] == sizes[m] % o.chunkBytes);  // the last chunk only
+    if (!late)
+      for (size_t m = 0; m < sizes.size(); ++m) CHECK(copied[m] == sizes[m] % o.chunkBytes);  // the last chunk only
+    else
+      CHECK(copied[0] < sizes[0]);  // the chunks past the window still land directly
   }
 }
 
@@ -549,10 +564,13 @@ TEST_CASE("ofi: abort fails outstanding requests and wakes a waiter at once", "[
       ok[1] = 1;
       return;
     }
-    Collector c;
+    Collector c, big;
     c.data.resize(4096);
-    RequestId id;
+    big.data.resize(300 << 10);  // above the eager limit: posted into its own buffer
+    big.direct = true;
+    RequestId id, bigId;
     if (me.transport->irecv(1, 1, 4096, {Collector::deliver, &c}, &id) != snclSuccess) return;
+    if (me.transport->irecv(1, 2, big.data.size(), big.sink(), &bigId) != snclSuccess) return;
     std::thread aborter([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       me.transport->abort();
@@ -563,6 +581,7 @@ TEST_CASE("ofi: abort fails outstanding requests and wakes a waiter at once", "[
     aborter.join();
     bool done = false;
     ok[0] = waited < 5 && me.transport->test(id, &done) == snclInvalidUsage && !done &&
+            me.transport->test(bigId, &done) == snclInvalidUsage && !done &&
             me.transport->isend(1, 1, c.data.data(), 64, &id) == snclInvalidUsage;
   });
   CHECK(ok[0] == 1);

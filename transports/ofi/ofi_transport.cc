@@ -189,7 +189,7 @@ Result OfiTransport::setup(const TransportContext& ctx, const std::vector<int>& 
   log::info(log::Subsys::Transport,
             "ofi: rank {}: {} peers over {}, chunks of {} bytes, {} slots per peer, sends {}, receives {}", rank_,
             peers.size(), fabric_.provider(), chunkBytes_, nSlots_, mrPolicyName(useCache_, bounce_),
-            directRecv_ ? "direct above 128 KiB" : "through the slots");
+            directRecv_ ? fmt::format("direct above {} KiB", kEagerBytes >> 10) : "through the slots");
   return snclSuccess;
 }
 

@@ -157,11 +157,12 @@ class OfiTransport : public Transport {
     int32_t peer = -1;
     int mrEntry = -1;      // cached registration the send holds a reference on
     char* buf = nullptr;   // its slot (receives; sends under the bounce policy)
-    bool direct = false;     // receives: posted into its request's buffer, not the slot
-    bool cancelling = false; // receives: fi_cancel asked, to post it into a request's buffer
-    bool repost = false;     // receives: cancelled, and the provider refused the new post
-    uint64_t seq = 0;        // receives: the chunk of the peer's stream it is posted for
     void* desc = nullptr;  // the slot's registration descriptor
+    // Receives only:
+    bool direct = false;      // posted into its request's buffer, not the slot
+    bool cancelling = false;  // fi_cancel asked; its cancellation posts it again (postRecv)
+    bool repost = false;      // cancelled, and the provider refused the new post
+    uint64_t seq = 0;         // the chunk of the peer's stream it is posted for
     size_t len = 0;        // bytes received
     uint64_t data = 0;     // remote CQ data received
   };
