@@ -50,9 +50,7 @@ char* inputsRoom(Job& job, int n, size_t bytes) {
 
 }  // namespace
 
-const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, Reduction* red, bool* callback) {
-  *callback = false;
-  const char* why = reduction(t, op, count, red);
+const char* callbackOr(const char* why, MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, bool* callback) {
   if (why != kWhyPairOp && why != kWhyType && why != kWhyUserOp) return why;
   if (op == MPI_OP_NULL || op == MPI_REPLACE || op == MPI_NO_OP || count < 0) return why;  // MPI reports them
   if (typeSize(t) * static_cast<size_t>(count) * static_cast<size_t>(sizeOf(comm)) > kCallbackMaxBytes)

@@ -20,7 +20,14 @@ constexpr size_t kCallbackMaxBytes = size_t{64} << 20;
 // reduction()'s answer (types.h), except that a reduction sncl lacks the op or type for
 // but a callback reduction serves gives nullptr with *callback set (comm: whose ranks'
 // inputs the callback gathers).
-const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, Reduction* red, bool* callback);
+// reductionOrCallback once reduction() refused with why.
+const char* callbackOr(const char* why, MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, bool* callback);
+inline const char* reductionOrCallback(MPI_Datatype t, MPI_Op op, long count, MPI_Comm comm, Reduction* red,
+                                       bool* callback) {
+  *callback = false;
+  const char* why = reduction(t, op, count, red);
+  return why ? callbackOr(why, t, op, count, comm, callback) : nullptr;
+}
 
 int callbackAllreduce(Kind k, const void* sb, void* rb, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
                       const Target& target, MPI_Request* req);

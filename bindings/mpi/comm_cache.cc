@@ -26,15 +26,6 @@ struct Entry {
 
 std::mutex mu;
 std::atomic<int> keyval{MPI_KEYVAL_INVALID};  // made once, under mu; read without it
-// Bumped whenever an Entry is deleted: a thread's last lookup (commFor) is good while the
-// number it saw stands, which spares most calls MPI's attribute lookup and its lock.
-std::atomic<uint64_t> generation{0};
-struct LastLookup {
-  MPI_Comm mpi = MPI_COMM_NULL;
-  Entry* entry = nullptr;
-  uint64_t generation = UINT64_MAX;
-};
-SNCL_MPI_THREAD_LOCAL LastLookup last;
 std::vector<Entry*> live;  // for MPI_Finalize, which does not free every communicator
 long lastOrder = 0;        // the largest order of a comm this rank built
 
@@ -89,6 +80,7 @@ void release(Entry* e, bool barrier, Released how) {
   snclStreamDestroy(e->stream);
   e->comm = nullptr;
   e->stream = nullptr;
+  commGeneration.fetch_add(1, std::memory_order_acq_rel);  // every thread's memo of it (tCommMemo) goes
 }
 
 int deleteEntry(MPI_Comm, int, void* value, void*) {
@@ -98,7 +90,7 @@ int deleteEntry(MPI_Comm, int, void* value, void*) {
     std::erase(live, e);
   }
   release(e, false, kByMpi);  // released already unless MPI freed comm another way
-  generation.fetch_add(1, std::memory_order_acq_rel);
+  commGeneration.fetch_add(1, std::memory_order_acq_rel);
   delete e;
   return MPI_SUCCESS;
 }
@@ -191,30 +183,32 @@ Entry* find(MPI_Comm comm) {
 
 }  // namespace
 
-bool commFor(MPI_Comm comm, Target* t) {
-  const uint64_t gen = generation.load(std::memory_order_acquire);
-  Entry* e = last.mpi == comm && last.generation == gen ? last.entry : nullptr;
+// Bumped whenever an Entry is released or deleted: a thread's memo (tCommMemo) is good
+// while the number it saw stands.
+std::atomic<uint64_t> commGeneration{0};
+SNCL_MPI_THREAD_LOCAL constinit CommMemo tCommMemo;
+
+bool commLookup(MPI_Comm comm, Target* t) {
+  const uint64_t gen = commGeneration.load(std::memory_order_acquire);
+  if (keyval.load(std::memory_order_acquire) == MPI_KEYVAL_INVALID) {
+    std::lock_guard<std::mutex> lock(mu);
+    int key = keyval.load();
+    if (key == MPI_KEYVAL_INVALID) {
+      if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &key, nullptr) != MPI_SUCCESS) return false;
+      keyval.store(key, std::memory_order_release);
+    }
+  }
+  Entry* e = find(comm);
   if (!e) {
-    if (keyval.load(std::memory_order_acquire) == MPI_KEYVAL_INVALID) {
+    e = build(comm);
+    {
       std::lock_guard<std::mutex> lock(mu);
-      int key = keyval.load();
-      if (key == MPI_KEYVAL_INVALID) {
-        if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &key, nullptr) != MPI_SUCCESS) return false;
-        keyval.store(key, std::memory_order_release);
-      }
+      live.push_back(e);
     }
-    e = find(comm);
-    if (!e) {
-      e = build(comm);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        live.push_back(e);
-      }
-      PMPI_Comm_set_attr(comm, keyval.load(), e);
-    }
-    last = {comm, e, gen};
+    PMPI_Comm_set_attr(comm, keyval.load(), e);
   }
   *t = Target{e->comm, e->stream, e->drive, &e->mark};
+  tCommMemo = {true, comm, gen, *t};
   return e->comm != nullptr;
 }
 

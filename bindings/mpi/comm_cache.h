@@ -17,10 +17,8 @@
 
 namespace sncl_mpi {
 
-// The sncl comm, stream and queue mark for comm; false when sncl cannot serve it
-// (intercommunicator, a failed init: every rank then agrees to fall back). Collective over
-// comm on first use.
-bool commFor(MPI_Comm comm, Target* t);
+// commFor (common.h): the sncl comm, stream and queue mark for comm, from the thread's
+// memo or else built here (commLookup).
 
 // Before PMPI_Comm_free(comm): completes comm's requests, waits for its stream, meets the
 // other ranks in a PMPI_Barrier and destroys the sncl comm and stream.

@@ -101,26 +101,21 @@ int sizeOf(MPI_Comm comm) {
   return n;
 }
 
-namespace {
-// MPI's state as the drop-in last saw it: asked of MPI (two calls that take its lock) only
-// until it is up; MPI_Finalize's wrapper says when it goes.
-enum MpiState { kUnknown, kUp, kFinalized };
-std::atomic<int> mpiState{kUnknown};
-}  // namespace
+std::atomic<int> mpiState{kMpiUnknown};
 
-void noteFinalize() { mpiState.store(kFinalized, std::memory_order_release); }
+void noteFinalize() { mpiState.store(kMpiFinalized, std::memory_order_release); }
 
-std::optional<Target> served(MPI_Comm comm) {
+std::optional<Target> servedLookup(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return std::nullopt;
   const int state = mpiState.load(std::memory_order_acquire);
-  if (state == kFinalized) return std::nullopt;
-  if (state == kUnknown) {
+  if (state == kMpiFinalized) return std::nullopt;
+  if (state == kMpiUnknown) {
     int init = 0, fin = 0;
     PMPI_Initialized(&init);
     PMPI_Finalized(&fin);
     if (!init || fin) return std::nullopt;
-    int expected = kUnknown;
-    mpiState.compare_exchange_strong(expected, kUp);
+    int expected = kMpiUnknown;
+    mpiState.compare_exchange_strong(expected, kMpiUp);
   }
   Target t;
   if (!commFor(comm, &t)) return std::nullopt;
@@ -145,18 +140,9 @@ void driveMpiProgress() {
   PMPI_Iprobe(0, kProgressTag, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
 }
 
-// Set while this thread runs sncl calls itself (a blocking call inline, or queued calls
-// that a query runs on the waiting thread when the rank has no spare core): only the
-// application's thread may call MPI (a stream's thread may not, below MPI_THREAD_MULTIPLE).
-SNCL_MPI_THREAD_LOCAL bool runningInline = false;
-
-struct Inline {
-  Inline() : was(runningInline) { runningInline = true; }
-  ~Inline() { runningInline = was; }
-  bool was;
-};
-
 }  // namespace
+
+SNCL_MPI_THREAD_LOCAL constinit bool runningInline = false;
 
 void waitHook(void*) {
   if (runningInline) driveMpiProgress();
@@ -208,35 +194,17 @@ std::unique_ptr<Job> newJob() {
   return job;
 }
 
-namespace {
-
-// Whether t's stream has nothing queued (nor failed there). Only run() queues on it: when
-// nothing was queued since it was last seen idle, it still is, and the stream's lock is
-// not taken (a third of the drop-in's own time in a small blocking call).
-bool streamIdle(const Target& t) {
-  const uint64_t queued = t.mark->queued.load(std::memory_order_relaxed);
-  if (t.mark->idleAt.load(std::memory_order_relaxed) == queued) return true;
-  if (snclStreamQuery(t.stream) != snclSuccess) return false;
-  t.mark->idleAt.store(queued, std::memory_order_relaxed);
-  return true;
-}
-
-}  // namespace
-
-int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue) {
-  if (!req && streamIdle(t)) {
-    // Blocking with nothing queued on the stream (nor failed there): run it on this
-    // thread, which saves two thread hand-offs per call (the bulk of a small call's time
-    // through the stream). MPI's progress goes on from sncl's waits through waitHook.
-    Job none;  // a call without arrays or scratch allocates nothing here
-    Job& j = job ? *job : none;
+int runQueued(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job,
+              const Enqueue& enqueue) {
+  if (!req && job && streamIdle(t)) {
+    // As run(), for a blocking call whose Job (packed buffers, arrays) the thread keeps.
     snclResult_t r;
     {
       Inline here;
-      r = enqueue(Target{t.comm, nullptr, t.drive, t.mark}, j);
+      r = enqueue(Target{t.comm, nullptr, t.drive, t.mark}, *job);
     }
     if (r != snclSuccess) return failed(r, k, comm);
-    if (j.after) j.after();
+    if (job->after) job->after();
     recycle(std::move(job));
     return MPI_SUCCESS;
   }

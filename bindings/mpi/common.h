@@ -60,9 +60,45 @@ struct Target {
   bool drive = false;  // the comm's waiter runs queued work (snclCommGetThreading): wait by synchronizing
   QueueMark* mark = nullptr;
 };
+// The communicator this thread was last served on, good while the cache's generation
+// (bumped whenever a comm is released or forgotten) is the one it saw then: a served call
+// finds its target in a few loads, without MPI's attribute lookup and its lock.
+struct CommMemo {
+  bool valid = false;
+  MPI_Comm mpi{};
+  uint64_t generation = 0;
+  Target target;  // comm nullptr: MPI serves it
+};
+extern SNCL_MPI_THREAD_LOCAL constinit CommMemo tCommMemo;
+extern std::atomic<uint64_t> commGeneration;
+// MPI's state as the drop-in last saw it: asked of MPI (two calls that take its lock) only
+// until it is up; MPI_Finalize's wrapper says when it goes.
+enum MpiState { kMpiUnknown, kMpiUp, kMpiFinalized };
+extern std::atomic<int> mpiState;
+
+// served() and commFor() past their memos (comm_cache.cc, common.cc).
+bool commLookup(MPI_Comm comm, Target* t);
+std::optional<Target> servedLookup(MPI_Comm comm);
+
+// The sncl comm, stream and queue mark for comm; false when sncl cannot serve it
+// (intercommunicator, a failed init: every rank then agrees to fall back). Collective over
+// comm on first use (comm_cache.h).
+inline bool commFor(MPI_Comm comm, Target* t) {
+  const CommMemo& m = tCommMemo;
+  if (!m.valid || comm != m.mpi || m.generation != commGeneration.load(std::memory_order_acquire))
+    return commLookup(comm, t);
+  *t = m.target;
+  return t->comm != nullptr;
+}
+
 // nullopt when MPI serves comm (not initialized, finalized, null, intercommunicator, an
 // init that failed on some rank).
-std::optional<Target> served(MPI_Comm comm);
+inline std::optional<Target> served(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL || mpiState.load(std::memory_order_acquire) != kMpiUp) return servedLookup(comm);
+  Target t;
+  if (!commFor(comm, &t)) return std::nullopt;
+  return t;
+}
 // MPI_Finalize began: nothing is served from here on.
 void noteFinalize();
 
@@ -100,12 +136,58 @@ class Enqueue {
   snclResult_t (*call_)(const void*, const Target&, Job&);
 };
 
+// Set while this thread runs sncl calls itself (a blocking call inline, or queued calls
+// that a query runs on the waiting thread when the rank has no spare core): only the
+// application's thread may call MPI (a stream's thread may not, below MPI_THREAD_MULTIPLE).
+extern SNCL_MPI_THREAD_LOCAL constinit bool runningInline;
+struct Inline {
+  Inline() : was(runningInline) { runningInline = true; }
+  ~Inline() { runningInline = was; }
+  bool was;
+};
+
+// Whether t's stream has nothing queued (nor failed there). Only run() queues on it: when
+// nothing was queued since it was last seen idle, it still is, and the stream's lock is
+// not taken (a third of the drop-in's own time in a small blocking call).
+inline bool streamIdle(const Target& t) {
+  const uint64_t queued = t.mark->queued.load(std::memory_order_relaxed);
+  if (t.mark->idleAt.load(std::memory_order_relaxed) == queued) return true;
+  if (snclStreamQuery(t.stream) != snclSuccess) return false;
+  t.mark->idleAt.store(queued, std::memory_order_relaxed);
+  return true;
+}
+
+// sncl failed: says so, calls comm's error handler, returns MPI_ERR_OTHER.
+int failed(snclResult_t r, Kind k, MPI_Comm comm);
+
+// run() for all but a blocking call without a Job on an idle stream.
+int runQueued(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job,
+              const Enqueue& enqueue);
+
 // Runs a served call: with req == nullptr, at once on this thread if t.stream is idle (enqueue
 // gets a null stream), else queued on t.stream and waited for (with everything queued before
 // it); otherwise queued, and *req becomes a generalized request that MPI_Wait/Test
 // (intercepted) complete. An sncl failure calls comm's error
 // handler with MPI_ERR_OTHER, as MPI would on a failed collective.
-int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const Enqueue& enqueue);
+// A blocking call on contiguous buffers (no Job), nearly every small one, runs here inline,
+// enqueue called directly (two calls fewer than through Enqueue and runQueued).
+template <class F>
+int run(Kind k, MPI_Comm comm, const Target& t, MPI_Request* req, std::unique_ptr<Job> job, const F& enqueue) {
+  if (!req && !job && streamIdle(t)) {
+    // Blocking with nothing queued on the stream (nor failed there): run it on this
+    // thread, which saves two thread hand-offs per call (the bulk of a small call's time
+    // through the stream). MPI's progress goes on from sncl's waits through waitHook.
+    Job none;  // a call without arrays or scratch allocates nothing here
+    snclResult_t r;
+    {
+      Inline here;
+      r = enqueue(Target{t.comm, nullptr, t.drive, t.mark}, none);
+    }
+    if (r != snclSuccess) return failed(r, k, comm);
+    return MPI_SUCCESS;
+  }
+  return runQueued(k, comm, t, req, std::move(job), Enqueue(enqueue));
+}
 
 // A served call that moves no data (zero bytes on every rank, as MPI's matching signatures
 // make them): completes at once, as a request too.
@@ -125,8 +207,6 @@ snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& qu
 // call that run() runs on the application's thread waits for peers.
 void waitHook(void* user);
 
-// sncl failed: says so, calls comm's error handler, returns MPI_ERR_OTHER.
-int failed(snclResult_t r, Kind k, MPI_Comm comm);
 
 // p advanced by bytes (an MPI buffer at a byte offset).
 inline char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }

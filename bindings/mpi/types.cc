@@ -114,7 +114,7 @@ ptrdiff_t extentOf(MPI_Datatype t) {
   return factsOf(t).extent;
 }
 
-SNCL_MPI_THREAD_LOCAL DenseMemo tDenseMemo;
+SNCL_MPI_THREAD_LOCAL constinit DenseMemo tDenseMemo;
 
 bool denseLookup(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* extent) {
   if (t == MPI_DATATYPE_NULL) return false;
@@ -122,26 +122,13 @@ bool denseLookup(MPI_Datatype t, long count, ptrdiff_t* offset, ptrdiff_t* exten
   *offset = f.trueLb;
   if (extent) *extent = f.extent;
   const bool one = f.size > 0 && f.trueExtent == f.size, many = one && f.extent == f.size;
-  if (f.named) tDenseMemo = {t, f.trueLb, f.extent, one, many};  // derived handles may be freed and reused
+  if (f.named) tDenseMemo = {true, t, f.trueLb, f.extent, one, many};  // derived handles may be freed and reused
   return count <= 1 ? one : many;
 }
 
-const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
-  // The predefined type and op this thread last served: a program reduces with the same
-  // pair call after call, and working the answer out again (the type's map, its facts, the
-  // op) was a fifth of the drop-in's own time in a small call. Derived types are worked
-  // out every time: their handles may be freed and reused.
-  struct Last {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_OP_NULL;
-    Reduction perCount{};  // n: sncl elements per element of type
-  };
-  SNCL_MPI_THREAD_LOCAL Last last;
-  if (t == last.type && op == last.op && t != MPI_DATATYPE_NULL && count >= 0) {
-    *out = last.perCount;
-    out->n *= static_cast<size_t>(count);
-    return nullptr;
-  }
+SNCL_MPI_THREAD_LOCAL constinit ReductionMemo tReductionMemo;
+
+const char* reductionLookup(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
   if (op == MPI_MAXLOC || op == MPI_MINLOC) return kWhyPairOp;
   if (t == MPI_DATATYPE_NULL) return "datatype";
   const auto base = baseOf(t, 0);
@@ -165,7 +152,7 @@ const char* reduction(MPI_Datatype t, MPI_Op op, long count, Reduction* out) {
   if (count < 0) return "negative count";
   const size_t elem = typeBytes(st);
   *out = Reduction{st, o, static_cast<size_t>(count) * typeSize(t) / elem, elem};
-  if (factsOf(t).named) last = {t, op, Reduction{st, o, typeSize(t) / elem, elem}};
+  if (factsOf(t).named) tReductionMemo = {true, t, op, Reduction{st, o, typeSize(t) / elem, elem}};
   return nullptr;
 }
 

@@ -49,14 +49,15 @@ Result checkRank(int value, const snclComm* comm, const char* what, const char* 
 constexpr size_t kMaxBufferBytes = size_t(1) << 47;
 
 // count elements of type, times blocks, in bytes; fails when that overflows size_t or
-// cannot be a buffer.
+// cannot be a buffer. (Multiplied with overflow checks, not divided: this runs on every
+// call, and a division takes as long as a small call's other checks together.)
 Result bytesOf(size_t count, snclDataType_t type, size_t blocks, const char* fn, size_t* bytes) {
   const size_t elem = sncl::dtypeSize(type);
-  // Formatted only for a failure: this runs on every call.
+  // Formatted only for a failure.
   auto times = [blocks] { return blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string(); };
-  if (count > SIZE_MAX / elem / blocks)
+  size_t perBlock = 0;
+  if (__builtin_mul_overflow(count, elem, &perBlock) || __builtin_mul_overflow(perBlock, blocks, bytes))
     return fail(snclInvalidArgument, "{}: count {} x {} bytes{} overflows size_t", fn, count, elem, times());
-  *bytes = count * elem * blocks;
   if (*bytes > kMaxBufferBytes)
     return fail(snclInvalidArgument, "{}: count {} x {} bytes{} is more than a process can address", fn, count, elem,
                 times());
@@ -115,7 +116,7 @@ Result allReduce(const void* sendbuff, void* recvbuff, size_t count, snclDataTyp
   // a large float sum or average may run compressed.
   Result compressed = snclSuccess;
   const bool grouped = sncl::groupDepth() > 0;
-  if (!stream && !grouped && !o.preMul &&
+  if (!stream && !grouped && !o.preMul && bytes >= comm->compressFromBytes &&
       sncl::allReduceAutoCompressed(sendbuff, recvbuff, count, type, o.op, comm, &compressed))
     return compressed;
   return submit(comm, o, stream, grouped);

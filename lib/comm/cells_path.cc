@@ -51,11 +51,9 @@ CellsWait waitOf(snclComm* comm) {
   return wait;
 }
 
-Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool stage, bool* interrupted,
-                 bool* declined) {
+Result sharedRun(snclComm* comm, LocalCells& cells, const CollOp& op, const ExecArgs& args, bool stage,
+                 bool* interrupted, bool* declined) {
   CellsPath& c = comm->cells;
-  LocalCells* cells = c.transport->localCells();
-  if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
   SharedCall call;
   cellsColl(op.coll, &call.coll);
   call.input = args.input;
@@ -87,7 +85,7 @@ Result sharedRun(snclComm* comm, const CollOp& op, const ExecArgs& args, bool st
   comm->executor->setProgress(0, 2);  // the descriptors' round and the barrier
   bool staged = false;
   const Result r =
-      runShared(*cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &staged, &moved);
+      runShared(cells, comm->rank, comm->nranks, call, waitOf(comm), interrupted, declined, &staged, &moved);
   comm->executor->countMoved(moved.copied, moved.reduced);
   const size_t bucket = std::bit_width(bytes);
   if (r == snclSuccess && !(c.loggedShared & (uint64_t{1} << bucket))) {
@@ -167,27 +165,27 @@ CallRoute routeCall(snclComm* comm, const CollOp& op, uint64_t seq) {
   if (pinnedPlan(comm, seq)) return {};
   const size_t bytes = op.count * dtypeSize(op.dtype);
   // Small: one cell round (Reduce-Scatter has no cells form of its own).
-  if (coll != CellsColl::ReduceScatter && cellsFit(*cells, bytes)) return {CallPath::Cells, false};
+  if (coll != CellsColl::ReduceScatter && cellsFit(*cells, bytes)) return {CallPath::Cells, false, cells};
   // Larger: on buffers every rank maps, from the shared path's threshold.
   if (!c.shared || bytes < c.sharedMinBytes) return {};
   // Buffers that are not shared go through staging areas up to the planner's measured
   // crossover (Tuning::stagedMaxBytes); past it they are declined to the schedule.
   const bool stage = c.stagePartBytes > 0 && bytes <= comm->planner->model().tuning().stagedMaxAt(comm->nranks);
-  return {CallPath::Shared, stage};
+  return {CallPath::Shared, stage, cells};
 }
 
 Result runRoute(snclComm* comm, const CallRoute& route, const CollOp& op, const ExecArgs& args, bool* interrupted,
                 bool* declined) {
   *declined = false;
   CellsPath& c = comm->cells;
-  LocalCells* cells = c.transport->localCells();
-  if (!cells) return fail(snclInternalError, "comm {} rank {}: the cells are gone", comm->name, comm->rank);
-  if (route.path == CallPath::Shared) return sharedRun(comm, op, args, route.stage, interrupted, declined);
+  LocalCells* cells = route.cells;
+  if (route.path == CallPath::Shared) return sharedRun(comm, *cells, op, args, route.stage, interrupted, declined);
   CellsCall call;
   cellsColl(op.coll, &call.coll);
   call.input = args.input;  // the scaled copy for a pre-multiplied sum
   call.output = args.output;
   call.elemSize = args.elemSize;
+  call.count = op.count;
   call.bytes = op.count * args.elemSize;
   call.reduce = args.reduce;
   call.root = op.root;

@@ -29,6 +29,7 @@ struct snclComm;
 
 namespace sncl {
 
+class LocalCells;
 class Transport;
 struct CollOp;
 struct ExecArgs;
@@ -71,7 +72,8 @@ enum class CallPath : uint8_t {
 };
 struct CallRoute {
   CallPath path = CallPath::Schedule;
-  bool stage = false;  // Shared: staging pays at this size (Tuning::stagedMaxBytes)
+  bool stage = false;           // Shared: staging pays at this size (Tuning::stagedMaxBytes)
+  LocalCells* cells = nullptr;  // Cells and Shared: the transport's, as routeCall found them
 };
 // The path of op (sequence number seq): the one decision per call.
 CallRoute routeCall(snclComm* comm, const CollOp& op, uint64_t seq);

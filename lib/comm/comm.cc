@@ -181,6 +181,7 @@ Result commInit(snclComm* comm, const snclUniqueId& id, int rank, int nranks, co
   comm->blocking = !config || config->blocking == SNCL_CONFIG_UNDEF_INT || config->blocking != 0;
   comm->userOpTag = newUserOpTag();
   comm->compress = makeCompressState();
+  comm->compressFromBytes = compressFromBytes(*comm->compress);
   const Deadline deadline = Deadline::afterMs(comm->timeoutMs);
 
   SNCL_CHECK(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap));

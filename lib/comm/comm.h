@@ -95,8 +95,9 @@ struct snclComm {
   sncl::CallHistory history;     // what is kept of the last calls, for ranks still in them after a fault (lib/comm/history.h)
   sncl::ReplayState replay;      // a catch-up's replays and pinned plans (lib/comm/catch_up.h)
   sncl::Observation obs;         // status, profiler hook, trace (lib/comm/observe.h)
-  std::shared_ptr<sncl::CompressState> compress;
-  sncl::CellsPath cells;         // small collectives on shared-memory cells (lib/comm/cells_path.h)  // compressed All-Reduce's scratch and setting
+  std::shared_ptr<sncl::CompressState> compress;  // compressed All-Reduce's scratch and setting
+  size_t compressFromBytes = SIZE_MAX;  // compress's threshold, read without a call (SIZE_MAX: off)
+  sncl::CellsPath cells;         // small collectives on shared-memory cells (lib/comm/cells_path.h)
 
   // Last: stopped (joined) before anything it may use is destroyed.
   sncl::GroupWorker worker;

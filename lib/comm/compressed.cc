@@ -36,6 +36,10 @@ std::shared_ptr<CompressState> makeCompressState() {
   return s;
 }
 
+size_t compressFromBytes(const CompressState& s) {
+  return s.autoKind < 0 ? SIZE_MAX : s.autoMinBytes;
+}
+
 namespace {
 
 const char* kindName(QuantKind k) { return k == QuantKind::Int8 ? "int8" : "fp8e4m3"; }

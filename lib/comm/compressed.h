@@ -34,6 +34,9 @@ constexpr size_t kCompressMaxBlock = size_t(1) << 20;
 // What a comm keeps for compressed calls (snclComm::compress): scratch and SNCL_COMPRESS.
 struct CompressState;
 std::shared_ptr<CompressState> makeCompressState();
+// The smallest All-Reduce that SNCL_COMPRESS may compress (SIZE_MAX: off), for the comm to
+// ask before calling in (snclComm::compressFromBytes).
+size_t compressFromBytes(const CompressState& s);
 
 // Runs call on comm on the calling thread (every rank of the comm calls it alike).
 Result compressedAllReduce(snclComm* comm, const CompressCall& call);

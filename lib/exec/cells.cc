@@ -64,7 +64,7 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
                   k, describeText(theirs), rank, describeText(desc));
     return snclSuccess;
   };
-  const size_t count = c.elemSize ? c.bytes / c.elemSize : 0;
+  const size_t count = c.count;
   auto* out = static_cast<char*>(c.output);
   if (c.coll == CellsColl::Broadcast) {
     if (rank == c.root) {

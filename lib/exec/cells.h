@@ -29,6 +29,7 @@ struct CellsCall {
   void* output = nullptr;
   size_t bytes = 0;           // per rank: All-Reduce, Broadcast, Reduce: the buffer; All-Gather: a rank's block
   size_t elemSize = 1;
+  size_t count = 0;           // bytes / elemSize (given: a division is slow next to the rest of a call)
   ReduceFn reduce = nullptr;  // All-Reduce and Reduce
   int root = 0;               // Broadcast and Reduce
   uint32_t typeOp = 0;        // dtype and op, compared with the peers' (a mismatch is an error)

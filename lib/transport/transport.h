@@ -4,6 +4,7 @@
 // into a transport beyond this interface.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,22 +80,40 @@ using RequestId = uint32_t;
 // small collectives without messages (lib/exec/cells.*). Each rank has two cells, one per
 // call parity; a rank writes its own and publishes it with the call number, peers read it
 // once they see that number. Only the thread that runs the comm's calls uses it.
+// The layout is fixed here, so that what a small call reads and writes (a call number, a
+// cell) takes plain loads rather than calls into the transport: per rank, two cells of a
+// stride at an area, each a Header and then the payload. The transport maps the areas
+// (setLayout) and does what needs it: publishing, sleeping, a peer's state.
 class LocalCells {
  public:
+  struct Header {
+    uint64_t call;  // the last call this cell holds (0: none yet)
+    uint64_t desc;  // what its writer ran (collective, op, dtype, bytes)
+  };
+  static constexpr size_t kCellsPerRank = 2;  // call parity: a rank can be one call ahead, never two
+  struct Area {
+    char* base = nullptr;  // the rank's cells in this process's mapping
+    size_t stride = 0;     // bytes from one cell to the next (Header and payload, rounded up)
+  };
+
   virtual ~LocalCells() = default;
   // Payload bytes of one cell, equal on every rank (agreed at setup).
-  virtual size_t cellBytes() const = 0;
+  size_t cellBytes() const { return cellBytes_; }
   // The number of the call about to run: 1 after setup or a reset, then one more per call.
   // Every rank of the comm must run the same calls on the cells, so their numbers agree.
-  virtual uint64_t beginCall() = 0;
+  uint64_t beginCall() { return ++calls_; }
   // rank's cell payload for call (this rank's own to fill before publish, a peer's to read
   // once published); desc: what the cell says its writer ran.
-  virtual char* cell(int rank, uint64_t call) = 0;
-  virtual uint64_t cellDesc(int rank, uint64_t call) = 0;
+  char* cell(int rank, uint64_t call) { return reinterpret_cast<char*>(&header(rank, call)) + sizeof(Header); }
+  uint64_t cellDesc(int rank, uint64_t call) {
+    return std::atomic_ref<uint64_t>(header(rank, call).desc).load(std::memory_order_relaxed);
+  }
+  // Whether rank published call, or a later one (acquire).
+  bool published(int rank, uint64_t call) {
+    return std::atomic_ref<uint64_t>(header(rank, call).call).load(std::memory_order_acquire) >= call;
+  }
   // Publishes this rank's cell for call with desc (release) and wakes peers that sleep.
   virtual void publish(uint64_t call, uint64_t desc) = 0;
-  // Whether rank published call, or a later one (acquire).
-  virtual bool published(int rank, uint64_t call) = 0;
   // Sleeps until rank may have published call, at most maxMicros (no spinning).
   virtual void wait(int rank, uint64_t call, int64_t maxMicros) = 0;
   // snclSuccess while rank may still publish; else an error naming it (died, closed,
@@ -107,6 +126,24 @@ class LocalCells {
   virtual Result mapShared(const SharedRef& ref, size_t bytes, char** out) {
     return fail(snclInternalError, "this transport maps no shared buffers");
   }
+
+ protected:
+  // At setup: every rank's area, this one's included (indexed by rank), and the agreed
+  // payload size; calls count from 1 again.
+  void setLayout(size_t cellBytes, std::vector<Area> areas) {
+    cellBytes_ = cellBytes;
+    areas_ = std::move(areas);
+    calls_ = 0;
+  }
+  Header& header(int rank, uint64_t call) {
+    const Area& a = areas_[static_cast<size_t>(rank)];
+    return *reinterpret_cast<Header*>(a.base + (call % kCellsPerRank) * a.stride);
+  }
+
+ private:
+  size_t cellBytes_ = 0;
+  uint64_t calls_ = 0;
+  std::vector<Area> areas_;
 };
 
 // A link of the comm's topology as the job view shows it (lib/comm/job_view.h): the bus's

@@ -11,25 +11,29 @@ namespace sncl::shm {
 void ShmCells::init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks) {
   transport_ = transport;
   rank_ = rank;
-  cellBytes_ = cellBytes;
-  ranks_ = std::move(ranks);
-  calls_ = 0;
+  std::vector<Area> areas;
+  bells_.clear();
+  for (const Rank& r : ranks) {
+    areas.push_back({r.area, r.stride});
+    bells_.push_back(r.bell);
+  }
+  setLayout(cellBytes, std::move(areas));
 }
 
 void ShmCells::publish(uint64_t call, uint64_t desc) {
-  CellHeader& h = header(rank_, call);
-  storeRelaxed(h.desc, desc);
+  Header& h = header(rank_, call);
+  std::atomic_ref<uint64_t>(h.desc).store(desc, std::memory_order_relaxed);
   // seq_cst, as the sleeper's arm() and its last look (wait): of this store and a peer's
   // announcement that it sleeps (waiters), whichever comes second sees the other, so
   // either it sees the call or this rank sees it asleep (DoorbellRef::ringIfWaiting).
   // (Not a fence: ThreadSanitizer does not model fences.)
   std::atomic_ref<uint64_t>(h.call).store(call, std::memory_order_seq_cst);
-  for (size_t r = 0; r < ranks_.size(); ++r)
-    if (static_cast<int>(r) != rank_) ranks_[r].bell.ringIfWaiting();
+  for (size_t r = 0; r < bells_.size(); ++r)
+    if (static_cast<int>(r) != rank_) bells_[r].ringIfWaiting();
 }
 
 void ShmCells::wait(int rank, uint64_t call, int64_t maxMicros) {
-  DoorbellRef& own = ranks_[static_cast<size_t>(rank_)].bell;
+  DoorbellRef& own = bells_[static_cast<size_t>(rank_)];
   const uint32_t seq = own.arm();
   const uint64_t seen = std::atomic_ref<uint64_t>(header(rank, call).call).load(std::memory_order_seq_cst);
   if (seen < call) own.sleep(seq, maxMicros);

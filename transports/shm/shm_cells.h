@@ -26,31 +26,21 @@ class ShmCells final : public LocalCells {
   };
   // ranks: every rank of the comm, this one included; cellBytes: the comm's agreed payload.
   void init(ShmTransport* transport, int rank, size_t cellBytes, std::vector<Rank> ranks);
-  bool active() const { return cellBytes_ != 0; }
+  bool active() const { return cellBytes() != 0; }
 
-  size_t cellBytes() const override { return cellBytes_; }
-  uint64_t beginCall() override { return ++calls_; }
-  char* cell(int rank, uint64_t call) override { return payload(header(rank, call)); }
-  uint64_t cellDesc(int rank, uint64_t call) override { return loadRelaxed(header(rank, call).desc); }
   void publish(uint64_t call, uint64_t desc) override;
-  bool published(int rank, uint64_t call) override { return loadAcquire(header(rank, call).call) >= call; }
   void wait(int rank, uint64_t call, int64_t maxMicros) override;
   Result peerState(int rank) override;
   bool sharedBuffers() const override;
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) override;
 
  private:
-  CellHeader& header(int rank, uint64_t call) {
-    const Rank& r = ranks_[static_cast<size_t>(rank)];
-    return *reinterpret_cast<CellHeader*>(r.area + (call % kCellsPerRank) * r.stride);
-  }
-  static char* payload(CellHeader& h) { return reinterpret_cast<char*>(&h) + sizeof(CellHeader); }
+  // The segment's cells are LocalCells' layout (layout.h says where they lie).
+  static_assert(sizeof(CellHeader) == sizeof(LocalCells::Header) && kCellsPerRank == LocalCells::kCellsPerRank);
 
   ShmTransport* transport_ = nullptr;
   int rank_ = -1;
-  size_t cellBytes_ = 0;
-  uint64_t calls_ = 0;
-  std::vector<Rank> ranks_;
+  std::vector<DoorbellRef> bells_;  // by rank
 };
 
 }  // namespace sncl::shm
