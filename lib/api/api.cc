@@ -11,6 +11,7 @@
 #include "lib/api/api_checks.h"
 #include "lib/base/env.h"
 #include "lib/base/error.h"
+#include "lib/base/hot_tls.h"
 #include "lib/base/log.h"
 #include "lib/comm/comm.h"
 #include "lib/comm/job_view.h"
@@ -47,7 +48,7 @@ struct LastLive {
   const void* handle = nullptr;
   uint64_t removals = 0;
 };
-thread_local LastLive lastComm, lastStream;
+SNCL_HOT_THREAD_LOCAL LastLive lastComm, lastStream;
 
 void registerHandle(std::unordered_set<const void*>& set, const void* p) {
   std::lock_guard<std::mutex> lock(handles().mu);

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 
+#include "lib/base/hot_tls.h"
+
 namespace sncl::log {
 namespace {
 
@@ -22,7 +24,7 @@ Level parseLevel() {
   return Level::Warn;
 }
 
-thread_local int tRank = -1;
+SNCL_HOT_THREAD_LOCAL int tRank = -1;
 
 unsigned parseSubsys() {
   const char* v = std::getenv("SNCL_DEBUG_SUBSYS");

@@ -1,8 +1,10 @@
 #include "lib/base/wait_policy.h"
 
+#include "lib/base/hot_tls.h"
+
 namespace sncl {
 namespace {
-thread_local int noSpinDepth = 0;
+SNCL_HOT_THREAD_LOCAL int noSpinDepth = 0;
 }  // namespace
 
 int64_t WaitPolicy::spinHere() const {

@@ -5,6 +5,7 @@
 #include <system_error>
 #include <vector>
 
+#include "lib/base/hot_tls.h"
 #include "lib/base/log.h"
 #include "lib/base/trace.h"
 #include "lib/comm/comm.h"
@@ -88,7 +89,7 @@ struct GroupState {
 thread_local GroupState group;
 // Apart from the group: every call reads it, and a trivial thread-local is one load, where
 // one with a destructor goes through its first-use guard.
-thread_local int tGroupDepth = 0;
+SNCL_HOT_THREAD_LOCAL int tGroupDepth = 0;
 
 }  // namespace
 
