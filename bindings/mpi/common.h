@@ -207,7 +207,6 @@ snclResult_t waitProgressing(bool drive, const std::function<snclResult_t()>& qu
 // call that run() runs on the application's thread waits for peers.
 void waitHook(void* user);
 
-
 // p advanced by bytes (an MPI buffer at a byte offset).
 inline char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 inline const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
