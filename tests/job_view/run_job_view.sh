@@ -22,8 +22,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-# Ports drawn from a range nothing else here uses; a taken one fails the run visibly.
-base=$((20000 + (RANDOM % 2000) * 8))
+# Ports drawn from a range nothing else here uses (below the kernel's ephemeral ports,
+# 32768 up, and above test_job_view's, 20000-25999); a taken one fails the run visibly.
+base=$((26000 + (RANDOM % 750) * 8))
 promPort=$((base + 7))
 nranks=4
 
