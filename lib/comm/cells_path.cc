@@ -186,16 +186,15 @@ Result runRoute(snclComm* comm, const CallRoute& route, const CollOp& op, const 
   call.output = args.output;
   call.elemSize = args.elemSize;
   call.count = op.count;
-  call.bytes = op.count * args.elemSize;
   call.reduce = args.reduce;
   call.root = op.root;
   call.typeOp = uint32_t(op.dtype) | uint32_t(op.op) << 8;
   const CellsWait wait = waitOf(comm);
-  const size_t bucket = std::bit_width(call.bytes);
+  const size_t bucket = std::bit_width(call.bytes());
   if (!(c.loggedBuckets & (uint64_t{1} << bucket))) {
     c.loggedBuckets |= uint64_t{1} << bucket;
     log::info(log::Subsys::Plan, "comm {} rank {}: {} of {} bytes per rank: algorithm cells (shared-memory cells)",
-              comm->name, comm->rank, cellsCollName(call.coll), call.bytes);
+              comm->name, comm->rank, cellsCollName(call.coll), call.bytes());
   }
   ++c.calls;
   comm->executor->setProgress(0, 1);

@@ -9,7 +9,7 @@ namespace {
 
 uint64_t describe(const CellsCall& c) {
   return uint64_t(c.coll) | uint64_t(c.typeOp & 0xffff) << 8 | uint64_t(uint32_t(c.root) & 0xffff) << 24 |
-         uint64_t(c.bytes) << 40;
+         uint64_t(c.bytes()) << 40;
 }
 
 std::string describeText(uint64_t d) {
@@ -36,8 +36,8 @@ const char* cellsCollName(CellsColl c) {
 Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, const CellsWait& wait,
                 bool* interrupted) {
   *interrupted = false;
-  if (c.bytes > cells.cellBytes() || nranks < 2)
-    return fail(snclInternalError, "cells: {} bytes do not fit cells of {} bytes ({} ranks)", c.bytes,
+  if (c.bytes() > cells.cellBytes() || nranks < 2)
+    return fail(snclInternalError, "cells: {} bytes do not fit cells of {} bytes ({} ranks)", c.bytes(),
                 cells.cellBytes(), nranks);
   CellsWaiter waiter(cells, rank, wait, interrupted);
   const uint64_t call = cells.beginCall();
@@ -48,7 +48,7 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
 
   const uint64_t desc = describe(c);
   const bool writes = c.coll != CellsColl::Broadcast || rank == c.root;
-  if (writes && c.bytes) std::memcpy(cells.cell(rank, call), c.input, c.bytes);
+  if (writes && c.bytes()) std::memcpy(cells.cell(rank, call), c.input, c.bytes());
   cells.publish(call, desc);
 
   // Which cells this rank reads: all (All-Reduce, All-Gather, Reduce at its root), the
@@ -64,14 +64,13 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
                   k, describeText(theirs), rank, describeText(desc));
     return snclSuccess;
   };
-  const size_t count = c.count;
   auto* out = static_cast<char*>(c.output);
   if (c.coll == CellsColl::Broadcast) {
     if (rank == c.root) {
-      if (c.bytes && out != c.input) std::memcpy(out, c.input, c.bytes);
+      if (c.bytes() && out != c.input) std::memcpy(out, c.input, c.bytes());
     } else {
       SNCL_CHECK(arrived(c.root));
-      if (c.bytes) std::memcpy(out, cells.cell(c.root, call), c.bytes);
+      if (c.bytes()) std::memcpy(out, cells.cell(c.root, call), c.bytes());
     }
     return snclSuccess;
   }
@@ -79,8 +78,8 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
   if (c.coll == CellsColl::AllGather) {
     for (int k = 0; k < nranks; ++k) {
       SNCL_CHECK(arrived(k));
-      char* dst = out + size_t(k) * c.bytes;
-      if (c.bytes && dst != c.input) std::memcpy(dst, cells.cell(k, call), c.bytes);
+      char* dst = out + size_t(k) * c.bytes();
+      if (c.bytes() && dst != c.input) std::memcpy(dst, cells.cell(k, call), c.bytes());
     }
     return snclSuccess;
   }
@@ -88,7 +87,7 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
   SNCL_CHECK(arrived(0));
   for (int k = 1; k < nranks; ++k) {
     SNCL_CHECK(arrived(k));
-    if (count) c.reduce(out, k == 1 ? cells.cell(0, call) : out, cells.cell(k, call), count);
+    if (c.count) c.reduce(out, k == 1 ? cells.cell(0, call) : out, cells.cell(k, call), c.count);
   }
   return snclSuccess;
 }

@@ -27,12 +27,12 @@ struct CellsCall {
   CellsColl coll = CellsColl::AllReduce;
   const void* input = nullptr;
   void* output = nullptr;
-  size_t bytes = 0;           // per rank: All-Reduce, Broadcast, Reduce: the buffer; All-Gather: a rank's block
+  size_t count = 0;           // elements per rank: All-Reduce, Broadcast, Reduce: the buffer; All-Gather: a rank's block
   size_t elemSize = 1;
-  size_t count = 0;           // bytes / elemSize (given: a division is slow next to the rest of a call)
   ReduceFn reduce = nullptr;  // All-Reduce and Reduce
   int root = 0;               // Broadcast and Reduce
   uint32_t typeOp = 0;        // dtype and op, compared with the peers' (a mismatch is an error)
+  size_t bytes() const { return count * elemSize; }
 };
 
 // Runs call on cells for rank of nranks (>= 2). Errors: a dead or failed peer (RemoteError

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lib/transport/transport.h"
+
 namespace sncl::shm {
 
 constexpr size_t kCacheLine = 64;
@@ -135,17 +137,15 @@ inline size_t fifoStride(size_t nSlots, size_t slotBytes) {
   return fifoPayloadOffset(nSlots) + nSlots * slotBytes;
 }
 
-// One cell: a rank writes its input (payload), then the call number (release); a reader
-// loads the call number (acquire), then the payload. Both in one cache line up to 48 bytes
-// of payload, so a small call moves one line per rank. Call numbers start at 1 in fresh
-// (zero-filled) cells, so a cell of nothing or of a failed attempt's segment never reads as
-// a call of the current one. desc says what the writer ran (collective, op, dtype, bytes):
-// a reader that ran something else reports the mismatch instead of reducing it.
-struct CellHeader {
-  uint64_t call;
-  uint64_t desc;
-};
-constexpr size_t kCellsPerRank = 2;  // call parity: a rank can be one call ahead, never two
+// One cell, in LocalCells' layout (lib/transport/transport.h): a rank writes its input
+// (payload), then the call number (release); a reader loads the call number (acquire),
+// then the payload. Both in one cache line up to 48 bytes of payload, so a small call moves
+// one line per rank. Call numbers start at 1 in fresh (zero-filled) cells, so a cell of
+// nothing or of a failed attempt's segment never reads as a call of the current one. desc
+// says what the writer ran (collective, op, dtype, bytes): a reader that ran something else
+// reports the mismatch instead of reducing it.
+using CellHeader = LocalCells::Header;
+constexpr size_t kCellsPerRank = LocalCells::kCellsPerRank;
 inline size_t cellStride(size_t cellBytes) {
   return alignUp(sizeof(CellHeader) + cellBytes, kCacheLine);
 }

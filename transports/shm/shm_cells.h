@@ -35,9 +35,6 @@ class ShmCells final : public LocalCells {
   Result mapShared(const SharedRef& ref, size_t bytes, char** out) override;
 
  private:
-  // The segment's cells are LocalCells' layout (layout.h says where they lie).
-  static_assert(sizeof(CellHeader) == sizeof(LocalCells::Header) && kCellsPerRank == LocalCells::kCellsPerRank);
-
   ShmTransport* transport_ = nullptr;
   int rank_ = -1;
   std::vector<DoorbellRef> bells_;  // by rank
