@@ -3,7 +3,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/base/env.h"
+
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <emmintrin.h>
 #endif
 
@@ -47,11 +50,48 @@ void copyRounds(char* d, const char* s, size_t bytes) {
   std::memcpy(d + i, s + i, bytes - i);
 }
 
+// An Intel CPU with fast strings (ERMS): its "rep movsb" claims a whole line for writing
+// without first reading it from the core that holds it.
+bool intelFastStrings() {
+  unsigned top = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &top, &b, &c, &d)) return false;
+  const bool intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "Genu" "ineI" "ntel"
+  if (!intel || top < 7) return false;
+  unsigned a = 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (b >> 9) & 1;
+}
+
+// SNCL_FAST_STRINGS: 1 or 0 forces the choice (for measuring it), else the CPU decides.
+// Never under a sanitizer, which sees memcpy's accesses but not an instruction's.
+bool useFastStrings() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return false;
+#else
+  const int64_t forced = env::integer("SNCL_FAST_STRINGS", -1);
+  return forced >= 0 ? forced != 0 : intelFastStrings();
+#endif
+}
+
+void copyFastStrings(void* d, const void* s, size_t n) {
+  asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+}
+
 }  // namespace
 #endif
 
+bool copiesUseFastStrings() {
+#if defined(__x86_64__)
+  static const bool fastStrings = useFastStrings();
+  return fastStrings;
+#else
+  return false;
+#endif
+}
+
 void copyCached(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
+  if (bytes >= kFastStringsMinBytes && copiesUseFastStrings()) return copyFastStrings(dst, src, bytes);
   if (bytes >= 2048) return copyRounds<false>(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
 #endif
   std::memcpy(dst, src, bytes);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "lib/base/copy.h"
 #include "lib/exec/cells_wait.h"
 
 namespace sncl {
@@ -48,7 +49,7 @@ Result runCells(LocalCells& cells, int rank, int nranks, const CellsCall& c, con
 
   const uint64_t desc = describe(c);
   const bool writes = c.coll != CellsColl::Broadcast || rank == c.root;
-  if (writes && c.bytes()) std::memcpy(cells.cell(rank, call), c.input, c.bytes());
+  if (writes && c.bytes()) copyCached(cells.cell(rank, call), c.input, c.bytes());
   cells.publish(call, desc);
 
   // Which cells this rank reads: all (All-Reduce, All-Gather, Reduce at its root), the
