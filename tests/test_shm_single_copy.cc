@@ -104,6 +104,14 @@ void runComms(bool threads, int nranks, const CommBody& body) {
   CHECK(test::allSucceeded(exits));
 }
 
+// Whether 2 ranks have a core each here (the default single-copy limits assume it).
+bool twoCpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) return true;
+  WARN("skipped: 2 ranks need 2 CPUs here to have a core each");
+  return false;
+}
+
 snclCounters_t counters(snclComm_t comm) {
   snclCounters_t c{};
   c.size = sizeof(c);
@@ -266,11 +274,7 @@ TEST_CASE("shm single copy: counters of a known send: once through the path, twi
 
 TEST_CASE("shm single copy: by default, with a core per rank, calls that exchange no reductions take the path",
           "[shm][cma]") {
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) < 2) {
-    WARN("skipped: 2 ranks need 2 CPUs here to have a core each");
-    return;
-  }
+  if (!twoCpus()) return;
   std::mt19937_64 gen(testSeed());
   // Random sizes within the default limits (32 KiB to 4 MiB), none a page multiple.
   const ShmOptions defaults;
@@ -343,6 +347,48 @@ TEST_CASE("shm single copy: by default, with a core per rank, calls that exchang
                  smallBytes, after.bytesCopied - before.bytesCopied);
     else
       for (size_t i = 0; i < smallBytes; ++i) BODY_CHECK(small[i] == 6, "small Send/Recv: byte {} is {}", i, small[i]);
+    return "";
+  });
+}
+
+TEST_CASE("shm single copy: with a core per rank, an exchange past 4 MiB takes the path, a one-way send does not",
+          "[shm][cma]") {
+  if (!twoCpus()) return;
+  std::mt19937_64 gen(testSeed());
+  // Random sizes between the collectives' limit and the exchanges' (4 to 16 MiB), odd.
+  const ShmOptions defaults;
+  std::uniform_int_distribution<size_t> pick(defaults.singleCopyMovesMaxBytes + 1,
+                                             defaults.singleCopyExchangeMaxBytes - 1);
+  const size_t exchangeBytes = pick(gen) | 1, oneWayBytes = pick(gen) | 1;
+  INFO("an exchange of " << exchangeBytes << " bytes each way, a one-way send of " << oneWayBytes);
+  unsetenv("SNCL_SHM_CMA");
+  runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
+    const int peer = 1 - rank;
+    std::vector<unsigned char> out(exchangeBytes), in(exchangeBytes, 0xee);
+    for (size_t i = 0; i < exchangeBytes; ++i) out[i] = static_cast<unsigned char>(rank * 59 + i * 7);
+    snclCounters_t before = counters(comm);
+    // Receive first in one rank's group, send first in the other's: the order does not decide.
+    SNCL_OK(comm, snclGroupStart());
+    if (rank == 0) SNCL_OK(comm, snclRecv(in.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
+    SNCL_OK(comm, snclSend(out.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
+    if (rank == 1) SNCL_OK(comm, snclRecv(in.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
+    SNCL_OK(comm, snclGroupEnd());
+    snclCounters_t after = counters(comm);
+    // Each rank copies what it receives, once; through the FIFOs it would also copy what it sends.
+    BODY_CHECK(after.bytesCopied - before.bytesCopied == exchangeBytes, "exchange: rank {} copied {} bytes", rank,
+               after.bytesCopied - before.bytesCopied);
+    for (size_t i = 0; i < exchangeBytes; ++i)
+      BODY_CHECK(in[i] == static_cast<unsigned char>(peer * 59 + i * 7), "exchange: byte {} is {}", i, in[i]);
+    std::vector<unsigned char> msg(oneWayBytes, static_cast<unsigned char>(rank + 1));
+    before = counters(comm);
+    if (rank == 0) SNCL_OK(comm, snclSend(msg.data(), oneWayBytes, snclUint8, 1, comm, nullptr));
+    else SNCL_OK(comm, snclRecv(msg.data(), oneWayBytes, snclUint8, 0, comm, nullptr));
+    after = counters(comm);
+    // Through the FIFO: the sender copies it in, the receiver out.
+    BODY_CHECK(after.bytesCopied - before.bytesCopied == oneWayBytes, "one-way: rank {} copied {} bytes", rank,
+               after.bytesCopied - before.bytesCopied);
+    if (rank == 1)
+      for (size_t i = 0; i < oneWayBytes; ++i) BODY_CHECK(msg[i] == 1, "one-way: byte {} is {}", i, msg[i]);
     return "";
   });
 }

@@ -18,8 +18,8 @@ constexpr uint64_t kPointToPointSeq = 0xffffffff;
 // Runs a schedule as one step of the comm, bracketed for transports that model time.
 // With retry on, its failures are the agreement's to judge (logged at INFO; a group that
 // fails for good says why at WARN when it returns).
-Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args) {
-  for (auto& t : comm->transports) t->callBegin(CallHints{});
+Result runTimed(snclComm* comm, const algo::Schedule& schedule, const ExecArgs& args, const CallHints& hints) {
+  for (auto& t : comm->transports) t->callBegin(hints);
   std::optional<ExpectedErrors> expected;
   if (comm->fault.retry) expected.emplace();
   const Result r = comm->executor->run(schedule, args);
@@ -79,13 +79,16 @@ void p2pDelivered(const snclComm* comm, std::vector<std::pair<int, uint32_t>>* o
 Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
   comm->p2pOps.clear();
   comm->p2pBuffers.clear();
+  bool sends = false, receives = false;  // to and from other ranks
   for (size_t i = 0; i < n; ++i) {
     const CollOp& op = tasks[i].op;
     if (!isPointToPoint(op.coll)) continue;
     const bool send = op.coll == CollType::Send;
     comm->p2pOps.push_back({send, op.peer, op.count * dtypeSize(op.dtype)});
     comm->p2pBuffers.push_back(send ? const_cast<void*>(op.input) : op.output);
+    if (op.peer != comm->rank && op.count) (send ? sends : receives) = true;
   }
+  const CallHints hints{.sendsAndReceives = sends && receives};
   FaultState& f = comm->fault;
   const bool acked = f.retry && comm->nranks > 1;
   size_t bad = 0;
@@ -117,7 +120,7 @@ Result runPointToPoint(snclComm* comm, const GroupTask* tasks, size_t n) {
       g.opDone.assign(comm->p2pSchedule.ops.size(), 0);
       args.opDone = g.opDone.data();
     }
-    Result r = runTimed(comm, comm->p2pSchedule, args);
+    Result r = runTimed(comm, comm->p2pSchedule, args, hints);
     const bool interrupted = comm->executor->interrupted();
     if (acked) noteReceived(g, comm->p2pSchedule);
     if (r == snclSuccess && (!acked || !faultPending(comm))) break;

@@ -63,6 +63,9 @@ struct CallHints {
   // Reduce-Scatter and its v-form, the scans). Not Reduce, whose data flows toward the
   // root, nor the calls that only move data (the other collectives, sends and receives).
   bool exchangesReductions = false;
+  // A group of sends and receives (snclSend/snclRecv) in which this rank does both, as in a
+  // Send/Recv exchange or a ring's shift: its peers are busy copying too.
+  bool sendsAndReceives = false;
 };
 
 // Bytes a transport moved for this rank since setup (summed over resets): what it sent and

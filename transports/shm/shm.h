@@ -38,6 +38,14 @@ struct ShmOptions {
   // each other's memory at once.
   size_t singleCopyMovesMinBytes = 32u << 10;
   size_t singleCopyMovesMaxBytes = 4u << 20;
+  // The sends of a group in which the rank also receives (CallHints::sendsAndReceives) take
+  // it up to here instead: both ends of an exchange copy once, in parallel. Same setting,
+  // 2026-12-08, sendrecv_perf against the 4 MiB limit: 8 MiB 925-1023 us against
+  // 1346-1771, 16 MiB 2750-3713 against 4134-5266, 32 MiB even. A one-way send keeps the
+  // FIFO, whose two copies run on both cores at once (pingpong_perf through single copy: 8
+  // MiB 2225-2369 us against 1517-1551), and so do the collectives, which lost past 4 MiB
+  // (a Gather's root copies every message alone: 32-64 MiB 1.2-1.5x slower).
+  size_t singleCopyExchangeMaxBytes = 16u << 20;
   // A received message that is reduced rather than copied is read in pieces of this size
   // into a staging buffer, so that the reduction reads it from cache.
   size_t singleCopyPieceBytes = 128u << 10;
@@ -58,7 +66,8 @@ struct ShmOptions {
   uint64_t cacheBytes = 0;
 
   // SNCL_SHM_CELL_BYTES, SNCL_SHM_DIRECT (0: no shared buffers), SNCL_SHM_FIFO_BYTES, SNCL_SHM_SLOT_BYTES, SNCL_SHM_CMA (unset: singleCopyAuto;
-  // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_MOVES_MIN_BYTES, SNCL_SHM_CMA_MOVES_MAX_BYTES, SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
+  // 1: on; 0: off), SNCL_SHM_CMA_MIN_BYTES, SNCL_SHM_CMA_MOVES_MIN_BYTES, SNCL_SHM_CMA_MOVES_MAX_BYTES, SNCL_SHM_CMA_EXCHANGE_MAX_BYTES,
+  // SNCL_SHM_CMA_PIECE_BYTES (K, M, G suffixes).
   static ShmOptions fromEnv();
 };
 

@@ -67,7 +67,8 @@ Result ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t byte
   r->sendData = static_cast<const char*>(data);
   r->singleCopy = singleCopy_ && (singleCopyAlways_ ? bytes >= options_.singleCopyMinBytes
                                                   : movesOnly_ && bytes >= options_.singleCopyMovesMinBytes &&
-                                                        bytes <= options_.singleCopyMovesMaxBytes);
+                                                        bytes <= (exchange_ ? options_.singleCopyExchangeMaxBytes
+                                                                                : options_.singleCopyMovesMaxBytes));
   p->sends.push(r);
   activate(*p);
   return snclSuccess;

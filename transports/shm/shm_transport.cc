@@ -32,6 +32,7 @@ ShmOptions ShmOptions::fromEnv() {
   o.singleCopyMovesMinBytes =
       std::max<uint64_t>(1, env::bytes("SNCL_SHM_CMA_MOVES_MIN_BYTES", o.singleCopyMovesMinBytes));
   o.singleCopyMovesMaxBytes = env::bytes("SNCL_SHM_CMA_MOVES_MAX_BYTES", o.singleCopyMovesMaxBytes);
+  o.singleCopyExchangeMaxBytes = env::bytes("SNCL_SHM_CMA_EXCHANGE_MAX_BYTES", o.singleCopyExchangeMaxBytes);
   o.sharedBuffers = env::integer("SNCL_SHM_DIRECT", 1) != 0;
   o.sharedMinBytes = std::max<uint64_t>(1, env::bytes("SNCL_SHM_DIRECT_P2P_MIN_BYTES", o.sharedMinBytes));
   o.singleCopyPieceBytes =
@@ -202,9 +203,11 @@ Result ShmTransport::setup(const TransportContext& ctx, const std::vector<int>& 
                             : std::string("off"),
             !singleCopy_      ? std::string("off")
             : singleCopyAlways_ ? fmt::format("from {} KiB", options_.singleCopyMinBytes >> 10)
-                                : fmt::format("from {} to {} KiB in calls that exchange no reductions (a core per rank)",
+                                : fmt::format("from {} to {} KiB in calls that exchange no reductions, to {} KiB in "
+                                              "groups that send and receive (a core per rank)",
                                               options_.singleCopyMovesMinBytes >> 10,
-                                              options_.singleCopyMovesMaxBytes >> 10),
+                                              options_.singleCopyMovesMaxBytes >> 10,
+                                              options_.singleCopyExchangeMaxBytes >> 10),
             wait_.spins() ? fmt::format("spinning {} us before sleeping", wait_.spinMicros)
                           : std::string("oversubscribed: no spinning"));
   return snclSuccess;

@@ -57,8 +57,11 @@ class ShmTransport : public Transport {
   void wait(int64_t maxMicros) override;
   void abort() override;
   // Which of the call's messages take the single-copy path (singleCopyAlways_).
-  void callBegin(const CallHints& hints) override { movesOnly_ = !hints.exchangesReductions; }
-  void callEnd() override { movesOnly_ = false; }
+  void callBegin(const CallHints& hints) override {
+    movesOnly_ = !hints.exchangesReductions;
+    exchange_ = hints.sendsAndReceives;
+  }
+  void callEnd() override { movesOnly_ = exchange_ = false; }
   // Peers whose process exited (pidfd), dead or not talking to this rank right now.
   void observedFaults(std::vector<uint32_t>* links, std::vector<int>* deadRanks) const override;
   void addCounters(TransportCounters* out) const override;
@@ -148,7 +151,8 @@ class ShmTransport : public Transport {
   // (ShmOptions::singleCopyAuto).
   bool singleCopy_ = false;
   bool singleCopyAlways_ = false;
-  bool movesOnly_ = false;  // the current call exchanges no reductions (callBegin's hint)
+  bool movesOnly_ = false;     // the current call exchanges no reductions (callBegin's hint)
+  bool exchange_ = false;      // it is a group in which this rank sends and receives (callBegin's hint)
   uint64_t cmaProbe_ = 0;     // the word peers read at setup (its address is in the header)
   std::vector<char> staging_; // one piece for reduced single-copy receives, faulted in at setup
 
