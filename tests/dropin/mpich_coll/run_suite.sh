@@ -23,8 +23,12 @@ run_one() {  # index name ranks [testlist fields...]
   for f in "$@"; do
     case $f in arg=*) args+=("${f#arg=}") ;; esac  # timeLimit=, mem=, strict=: not ours to use
   done
+  # A session directory of its own: Open MPI 4.1 creates and removes the shared one
+  # (/tmp/ompi.<host>.<uid>) at every launch, and a launch that raced another's removal
+  # failed in orte_init ("File exists"; one CI run).
+  mkdir -p "$logs/session.$i"
   local mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl_tcp_if_include lo
-                --mca oob_tcp_if_include lo "$out/bin/$name" "${args[@]}")
+                --mca oob_tcp_if_include lo --mca orte_tmpdir_base "$logs/session.$i" "$out/bin/$name" "${args[@]}")
   verdict() {  # exit status, log: PASS, HANG or FAIL
     if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo HANG
     elif [ "$1" -eq 0 ] && grep -q 'No Errors' "$2"; then echo PASS
