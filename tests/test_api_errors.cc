@@ -14,6 +14,7 @@
 
 #include "lib/net/bootstrap.h"
 #include "sncl/sncl.h"
+#include "tests/util/bus_ranks.h"
 #include "tests/util/data.h"
 #include "tests/util/launcher.h"
 
@@ -68,11 +69,11 @@ TEST_CASE("init rejects bad ranks, configs and unique ids", "[errors][init]") {
   // call below fails before asking the root. snclGetUniqueId's root would outlive the case
   // by the bootstrap deadline, and the cases that fork would start their ranks' threads in
   // a child of a multi-threaded process, which TSan refuses.
-  setenv("SNCL_COMM_ID", "127.0.0.1:1", 1);
   snclUniqueId id;
-  Result made = bootstrapIdFromEnv(&id, /*isRoot=*/false);
-  unsetenv("SNCL_COMM_ID");
-  REQUIRE(made == snclSuccess);
+  {
+    test::ScopedEnv env{{"SNCL_COMM_ID", "127.0.0.1:1"}};
+    REQUIRE(bootstrapIdFromEnv(&id, /*isRoot=*/false) == snclSuccess);
+  }
   snclComm_t comm = nullptr;
   CHECK(snclCommInitRank(&comm, 4, id, 4) == snclInvalidArgument);
   CHECK_THAT(apiError(), Catch::Contains("out of range"));

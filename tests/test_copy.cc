@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/base/copy.h"
+#include "tests/util/shared_calls.h"
 
 using namespace sncl;
 
@@ -37,7 +38,8 @@ size_t checkCopy(Copy copy, size_t bytes, size_t so, size_t dof, std::mt19937_64
 }
 
 std::vector<size_t> sizes(std::mt19937_64& rng) {
-  std::vector<size_t> out = {0, 1, 2, 3, 7, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1021, 1023, 1024, 1025,
+  constexpr size_t fast = kFastStringsMinBytes;
+  std::vector<size_t> out = {0, 1, 2, 3, 7, 15, 16, 17, 63, 64, 65, 127, 128, 129, fast - 3, fast - 1, fast, fast + 1,
                              2039, 2047, 2048, 2049, 4093, 4096, 65521, 65536, 262139, 300000};
   for (int i = 0; i < 40; ++i) out.push_back(rng() % 70000);
   return out;
@@ -52,7 +54,7 @@ TEST_CASE("copies produce the source's bytes at every size and offset, nothing o
   if (forced) CHECK(copiesUseFastStrings() == (std::string(forced) != "0"));
 #endif
   INFO("SNCL_FAST_STRINGS=" << (forced ? forced : "(unset)") << ", rep movsb: " << copiesUseFastStrings());
-  std::mt19937_64 rng(Catch::rngSeed() + 17);
+  std::mt19937_64 rng(test::shared::testSeed());
   for (size_t bytes : sizes(rng)) {
     const size_t so = rng() % 64, dof = rng() % 64;
     INFO(bytes << " bytes, source offset " << so << ", destination offset " << dof);
@@ -60,7 +62,7 @@ TEST_CASE("copies produce the source's bytes at every size and offset, nothing o
     CHECK(checkCopy(copyNonTemporal, bytes, so, dof, rng) == SIZE_MAX);
   }
   // Every pair of offsets within a line, at the sizes where copyCached changes its way.
-  for (size_t bytes : {size_t{1000}, size_t{1024}, size_t{2048}, size_t{5000}})
+  for (size_t bytes : {kFastStringsMinBytes - 24, kFastStringsMinBytes, size_t{2048}, size_t{5000}})
     for (size_t so = 0; so < 64; so += 8)
       for (size_t dof = 0; dof < 64; dof += 8) {
         INFO(bytes << " bytes, source offset " << so << ", destination offset " << dof);

@@ -359,25 +359,28 @@ TEST_CASE("shm single copy: with a core per rank, an exchange past 4 MiB takes t
   const ShmOptions defaults;
   std::uniform_int_distribution<size_t> pick(defaults.singleCopyMovesMaxBytes + 1,
                                              defaults.singleCopyExchangeMaxBytes - 1);
-  const size_t exchangeBytes = pick(gen) | 1, oneWayBytes = pick(gen) | 1;
-  INFO("an exchange of " << exchangeBytes << " bytes each way, a one-way send of " << oneWayBytes);
+  // Each direction its own size: rank r sends exchangeBytes[r].
+  const size_t exchangeBytes[2] = {pick(gen) | 1, pick(gen) | 1}, oneWayBytes = pick(gen) | 1;
+  INFO("an exchange of " << exchangeBytes[0] << " and " << exchangeBytes[1] << " bytes, a one-way send of "
+                         << oneWayBytes);
   unsetenv("SNCL_SHM_CMA");
   runComms(false, 2, [&](snclComm_t comm, int rank, int) -> std::string {
     const int peer = 1 - rank;
-    std::vector<unsigned char> out(exchangeBytes), in(exchangeBytes, 0xee);
-    for (size_t i = 0; i < exchangeBytes; ++i) out[i] = static_cast<unsigned char>(rank * 59 + i * 7);
+    const size_t sends = exchangeBytes[rank], receives = exchangeBytes[peer];
+    std::vector<unsigned char> out(sends), in(receives, 0xee);
+    for (size_t i = 0; i < sends; ++i) out[i] = static_cast<unsigned char>(rank * 59 + i * 7);
     snclCounters_t before = counters(comm);
     // Receive first in one rank's group, send first in the other's: the order does not decide.
     SNCL_OK(comm, snclGroupStart());
-    if (rank == 0) SNCL_OK(comm, snclRecv(in.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
-    SNCL_OK(comm, snclSend(out.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
-    if (rank == 1) SNCL_OK(comm, snclRecv(in.data(), exchangeBytes, snclUint8, peer, comm, nullptr));
+    if (rank == 0) SNCL_OK(comm, snclRecv(in.data(), receives, snclUint8, peer, comm, nullptr));
+    SNCL_OK(comm, snclSend(out.data(), sends, snclUint8, peer, comm, nullptr));
+    if (rank == 1) SNCL_OK(comm, snclRecv(in.data(), receives, snclUint8, peer, comm, nullptr));
     SNCL_OK(comm, snclGroupEnd());
     snclCounters_t after = counters(comm);
     // Each rank copies what it receives, once; through the FIFOs it would also copy what it sends.
-    BODY_CHECK(after.bytesCopied - before.bytesCopied == exchangeBytes, "exchange: rank {} copied {} bytes", rank,
+    BODY_CHECK(after.bytesCopied - before.bytesCopied == receives, "exchange: rank {} copied {} bytes", rank,
                after.bytesCopied - before.bytesCopied);
-    for (size_t i = 0; i < exchangeBytes; ++i)
+    for (size_t i = 0; i < receives; ++i)
       BODY_CHECK(in[i] == static_cast<unsigned char>(peer * 59 + i * 7), "exchange: byte {} is {}", i, in[i]);
     std::vector<unsigned char> msg(oneWayBytes, static_cast<unsigned char>(rank + 1));
     before = counters(comm);

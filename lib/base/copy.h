@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace sncl {
 
@@ -25,23 +26,30 @@ bool pastTheCache(size_t bytes, uint64_t cacheBytes);
 // SSE2); ranges must not overlap. For callers that know the whole transfer is past the
 // cache although they copy it in smaller blocks.
 void copyNonTemporal(void* dst, const void* src, size_t bytes);
+// Below this copyCached is a plain memcpy: "rep movsb" starts slower (a 512-byte cell: 0.69-0.76
+// us a call against 0.61-0.66).
+constexpr size_t kFastStringsMinBytes = 1024;
+// copyCached from kFastStringsMinBytes (out of line: the small copies of the cells stay a call
+// to memcpy).
+void copyCachedLarge(void* dst, const void* src, size_t bytes);
 // memcpy(dst, src, bytes) through the caches, for the data paths' copies, which mostly
 // write lines that a peer's core read last (a cell, a staging area, a FIFO slot).
-// - On an Intel CPU with fast strings (ERMS), from kFastStringsMinBytes: "rep movsb", which
-//   takes such a line without reading it first; a vector store reads it from the peer's
-//   core. 2-rank All-Reduce of heap buffers, a core per rank, on a Sapphire Rapids: 4 KiB
+// - On an Intel CPU with fast strings (ERMS), from kFastStringsMinBytes: "rep movsb".
+//   2-rank All-Reduce of heap buffers, a core per rank, on a Sapphire Rapids: 4 KiB
 //   1.65-1.68 us instead of 1.83-2.49, 1 MiB 179-204 instead of 234-240, 16 MiB 3178-3268
-//   instead of 3812-3835 (glibc's memcpy takes "rep movsb" only above 2 KiB here).
+//   instead of 3812-3835 (glibc's memcpy takes "rep movsb" only above 2 KiB here). Likely
+//   why: fast strings may claim a whole line without reading it from the core that holds
+//   it, where a vector store must read it first.
 // - Else from 2 KiB a vector loop with aligned stores instead of glibc's memcpy, whose
 //   "rep movsb" runs at 1/14 of its speed on an AMD EPYC when the destination sits a few
 //   bytes past the source's alignment (a page-aligned slot or staging area copied into a
 //   malloc'ed buffer, 16 bytes past 64: 256 KiB in 90 us instead of 6.5 us; measured).
 // SNCL_FAST_STRINGS=0/1 overrides the CPU check.
-void copyCached(void* dst, const void* src, size_t bytes);
-// Whether copyCached takes "rep movsb" (decided at its first call).
+inline void copyCached(void* dst, const void* src, size_t bytes) {
+  if (bytes < kFastStringsMinBytes) std::memcpy(dst, src, bytes);
+  else copyCachedLarge(dst, src, bytes);
+}
+// Whether copyCached takes "rep movsb" (decided at its first large copy).
 bool copiesUseFastStrings();
-// Below this a plain memcpy: "rep movsb" starts slower (a 512-byte cell: 0.69-0.76 us a
-// call against 0.61-0.66).
-constexpr size_t kFastStringsMinBytes = 1024;
 
 }  // namespace sncl

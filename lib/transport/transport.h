@@ -64,7 +64,8 @@ struct CallHints {
   // root, nor the calls that only move data (the other collectives, sends and receives).
   bool exchangesReductions = false;
   // A group of sends and receives (snclSend/snclRecv) in which this rank does both, as in a
-  // Send/Recv exchange or a ring's shift: its peers are busy copying too.
+  // Send/Recv exchange or a ring's shift: a send that leaves its copy to the receiver leaves
+  // no core idle, since this rank has receives of its own to copy.
   bool sendsAndReceives = false;
 };
 
